@@ -1,0 +1,482 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dm-rollback exception stores.
+ *
+ * The persistent store ('P') uses the same on-disk layout as the
+ * upstream persistent snapshot store, so a COW device written by either
+ * implementation can be read by the other:
+ *
+ *   chunk 0          header: magic "SnAp", valid, version 1, chunk size
+ *   chunk 1          metadata area 0
+ *   chunks 2..       the data chunks that area 0 describes
+ *   ...              area N at chunk 1 + N * (entries_per_area + 1)
+ *
+ * An area is one chunk of little-endian {old_chunk, new_chunk} pairs.  The
+ * list ends at the first entry whose new_chunk is 0 (chunk 0 is the
+ * header, so no exception can point there).  A full area is followed by
+ * the next one, which is zeroed before the full one is written.
+ *
+ * The transient store ('N') keeps nothing on disk.
+ */
+
+#include "dm-rollback.h"
+
+#include <linux/dm-io.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+
+#define DM_MSG_PREFIX "rollback-store"
+
+#define RB_DISK_MAGIC		0x70416e53	/* "SnAp" */
+#define RB_DISK_VERSION		1
+#define RB_HEADER_CHUNKS	1
+
+struct rb_disk_header {
+	__le32 magic;
+	__le32 valid;
+	__le32 version;
+	__le32 chunk_size;
+} __packed;
+
+struct rb_disk_exception {
+	__le64 old_chunk;
+	__le64 new_chunk;
+} __packed;
+
+struct rb_pstore {
+	struct dm_io_client *io_client;
+	void *area;		/* in-core copy of the current area */
+	void *zero_area;
+	void *header_area;	/* separate: invalidation may race a commit */
+	u32 entries_per_area;
+	u64 current_area;
+	u32 area_used;		/* entries recorded in the current area */
+	rb_chunk_t next_free;
+	bool valid;
+};
+
+static sector_t cow_sectors(struct rb_store *store)
+{
+	return bdev_nr_sectors(store->cow->bdev);
+}
+
+static int pstore_io(struct rb_store *store, void *buf, rb_chunk_t chunk,
+		     blk_opf_t opf)
+{
+	struct rb_pstore *ps = store->context;
+	struct dm_io_region where = {
+		.bdev = store->cow->bdev,
+		.sector = chunk << store->chunk_shift,
+		.count = store->chunk_sectors,
+	};
+	struct dm_io_request req = {
+		.bi_opf = opf,
+		.mem.type = DM_IO_VMA,
+		.mem.ptr.vma = buf,
+		.client = ps->io_client,
+		.notify.fn = NULL,	/* synchronous */
+	};
+
+	return dm_io(&req, 1, &where, NULL, IOPRIO_DEFAULT);
+}
+
+static rb_chunk_t area_chunk(struct rb_pstore *ps, u64 area)
+{
+	return RB_HEADER_CHUNKS + area * (ps->entries_per_area + 1);
+}
+
+/* Data chunks never land on a metadata area. */
+static void skip_area_chunk(struct rb_pstore *ps)
+{
+	u64 pos = ps->next_free;
+
+	if (do_div(pos, ps->entries_per_area + 1) == RB_HEADER_CHUNKS)
+		ps->next_free++;
+}
+
+static void free_areas(struct rb_pstore *ps)
+{
+	vfree(ps->area);
+	vfree(ps->zero_area);
+	vfree(ps->header_area);
+	ps->area = NULL;
+	ps->zero_area = NULL;
+	ps->header_area = NULL;
+}
+
+static int alloc_areas(struct rb_store *store)
+{
+	struct rb_pstore *ps = store->context;
+	size_t len = (size_t)store->chunk_sectors << SECTOR_SHIFT;
+
+	ps->area = vzalloc(len);
+	ps->zero_area = vzalloc(len);
+	ps->header_area = vzalloc(len);
+	if (!ps->area || !ps->zero_area || !ps->header_area) {
+		free_areas(ps);
+		return -ENOMEM;
+	}
+	ps->entries_per_area = len / sizeof(struct rb_disk_exception);
+	return 0;
+}
+
+static int pstore_create(struct rb_store *store)
+{
+	struct rb_pstore *ps;
+
+	ps = kzalloc(sizeof(*ps), GFP_KERNEL);
+	if (!ps)
+		return -ENOMEM;
+
+	ps->io_client = dm_io_client_create();
+	if (IS_ERR(ps->io_client)) {
+		int r = PTR_ERR(ps->io_client);
+
+		kfree(ps);
+		return r;
+	}
+	store->context = ps;
+	ps->valid = true;
+	ps->next_free = RB_HEADER_CHUNKS + 1;
+	return 0;
+}
+
+static void pstore_destroy(struct rb_store *store)
+{
+	struct rb_pstore *ps = store->context;
+
+	if (!ps)
+		return;
+	free_areas(ps);
+	dm_io_client_destroy(ps->io_client);
+	kfree(ps);
+	store->context = NULL;
+}
+
+static int write_header(struct rb_store *store)
+{
+	struct rb_pstore *ps = store->context;
+	struct rb_disk_header *dh = ps->header_area;
+
+	memset(ps->header_area, 0, (size_t)store->chunk_sectors << SECTOR_SHIFT);
+	dh->magic = cpu_to_le32(RB_DISK_MAGIC);
+	dh->valid = cpu_to_le32(ps->valid ? 1 : 0);
+	dh->version = cpu_to_le32(RB_DISK_VERSION);
+	dh->chunk_size = cpu_to_le32(store->chunk_sectors);
+
+	return pstore_io(store, ps->header_area, 0,
+			 REQ_OP_WRITE | REQ_PREFLUSH | REQ_FUA | REQ_SYNC);
+}
+
+/*
+ * Reads the header with a chunk-sized buffer of the table's chunk size;
+ * the header fits in the first sector whatever the chunk size is.
+ */
+static int read_header(struct rb_store *store, bool *fresh, char **error)
+{
+	struct rb_pstore *ps = store->context;
+	struct rb_disk_header *dh;
+	unsigned int disk_chunk;
+	int r;
+
+	r = alloc_areas(store);
+	if (r) {
+		*error = "Cannot allocate metadata buffers";
+		return r;
+	}
+
+	r = pstore_io(store, ps->header_area, 0, REQ_OP_READ);
+	if (r) {
+		*error = "Cannot read COW header";
+		return r;
+	}
+
+	dh = ps->header_area;
+	if (le32_to_cpu(dh->magic) == 0) {
+		*fresh = true;
+		return 0;
+	}
+	if (le32_to_cpu(dh->magic) != RB_DISK_MAGIC) {
+		*error = "COW has a wrong magic number";
+		return -EINVAL;
+	}
+	if (le32_to_cpu(dh->version) != RB_DISK_VERSION) {
+		*error = "COW has an unsupported version";
+		return -EINVAL;
+	}
+
+	*fresh = false;
+	ps->valid = le32_to_cpu(dh->valid) != 0;
+	disk_chunk = le32_to_cpu(dh->chunk_size);
+	if (disk_chunk == store->chunk_sectors)
+		return 0;
+
+	if (!is_power_of_2(disk_chunk) || disk_chunk > (INT_MAX >> SECTOR_SHIFT) ||
+	    disk_chunk % (bdev_logical_block_size(store->cow->bdev) >> SECTOR_SHIFT)) {
+		*error = "COW has an invalid chunk size";
+		return -EINVAL;
+	}
+
+	/* The chunk size on disk wins over the table's. */
+	DMINFO("%s: using on-disk chunk size %u instead of %u",
+	       store->cow->name, disk_chunk, store->chunk_sectors);
+	free_areas(ps);
+	store->chunk_sectors = disk_chunk;
+	store->chunk_shift = __ffs(disk_chunk);
+	r = alloc_areas(store);
+	if (r)
+		*error = "Cannot allocate metadata buffers";
+	return r;
+}
+
+/*
+ * Walks the areas while they are full; the first one that is not full is
+ * the current one and stays in core.
+ */
+static int read_areas(struct rb_store *store, rb_add_exception_fn add,
+		      void *context, char **error)
+{
+	struct rb_pstore *ps = store->context;
+	size_t len = (size_t)store->chunk_sectors << SECTOR_SHIFT;
+	sector_t size = cow_sectors(store);
+	u64 area;
+	u32 i;
+	int r;
+
+	for (area = 0;; area++) {
+		struct rb_disk_exception *de = ps->area;
+
+		if ((area_chunk(ps, area) + 1) << store->chunk_shift > size) {
+			*error = "COW metadata runs past the end of the device";
+			return -EINVAL;
+		}
+		r = pstore_io(store, ps->area, area_chunk(ps, area), REQ_OP_READ);
+		if (r) {
+			*error = "Cannot read COW metadata";
+			return r;
+		}
+
+		for (i = 0; i < ps->entries_per_area; i++) {
+			rb_chunk_t old_chunk = le64_to_cpu(de[i].old_chunk);
+			rb_chunk_t new_chunk = le64_to_cpu(de[i].new_chunk);
+
+			if (!new_chunk)
+				break;
+			if (new_chunk << store->chunk_shift >= size) {
+				*error = "COW metadata points past the end of the device";
+				return -EINVAL;
+			}
+			if (new_chunk >= ps->next_free)
+				ps->next_free = new_chunk + 1;
+			r = add(context, old_chunk, new_chunk);
+			if (r) {
+				*error = "Cannot allocate exception table entry";
+				return r;
+			}
+		}
+
+		if (i < ps->entries_per_area) {
+			ps->current_area = area;
+			ps->area_used = i;
+			break;
+		}
+	}
+
+	/* Entries past the end of the list must read back as zero. */
+	memset((struct rb_disk_exception *)ps->area + ps->area_used, 0,
+	       len - ps->area_used * sizeof(struct rb_disk_exception));
+	skip_area_chunk(ps);
+	return 0;
+}
+
+static int pstore_read_metadata(struct rb_store *store, rb_add_exception_fn add,
+				void *context, char **error)
+{
+	struct rb_pstore *ps = store->context;
+	bool fresh = false;
+	int r;
+
+	r = read_header(store, &fresh, error);
+	if (r)
+		return r;
+
+	if (fresh) {
+		ps->current_area = 0;
+		ps->area_used = 0;
+		r = pstore_io(store, ps->zero_area, area_chunk(ps, 0), REQ_OP_WRITE);
+		if (!r)
+			r = write_header(store);
+		if (r)
+			*error = "Cannot initialise COW header";
+		return r;
+	}
+
+	if (!ps->valid)
+		return 1;
+
+	return read_areas(store, add, context, error);
+}
+
+static int pstore_allocate(struct rb_store *store, rb_chunk_t *new_chunk)
+{
+	struct rb_pstore *ps = store->context;
+
+	if ((ps->next_free + 1) << store->chunk_shift > cow_sectors(store))
+		return -ENOSPC;
+
+	*new_chunk = ps->next_free++;
+	skip_area_chunk(ps);
+	return 0;
+}
+
+static int write_area(struct rb_store *store)
+{
+	struct rb_pstore *ps = store->context;
+
+	return pstore_io(store, ps->area, area_chunk(ps, ps->current_area),
+			 REQ_OP_WRITE | REQ_PREFLUSH | REQ_FUA | REQ_SYNC);
+}
+
+/*
+ * The data of every chunk in the batch is on the COW already; the
+ * PREFLUSH on the area write makes it durable before the entries that
+ * point at it.
+ */
+static int pstore_commit(struct rb_store *store, struct list_head *batch)
+{
+	struct rb_pstore *ps = store->context;
+	struct rb_disk_exception *de = ps->area;
+	struct rb_commit *c;
+	bool dirty = false;
+	int r;
+
+	if (!ps->valid)
+		return -EIO;
+
+	list_for_each_entry(c, batch, list) {
+		de[ps->area_used].old_chunk = cpu_to_le64(c->old_chunk);
+		de[ps->area_used].new_chunk = cpu_to_le64(c->new_chunk);
+		ps->area_used++;
+		dirty = true;
+
+		if (ps->area_used < ps->entries_per_area)
+			continue;
+
+		/* The next area must read as empty before this one is full. */
+		r = pstore_io(store, ps->zero_area,
+			      area_chunk(ps, ps->current_area + 1), REQ_OP_WRITE);
+		if (!r)
+			r = write_area(store);
+		if (r)
+			goto fail;
+		ps->current_area++;
+		ps->area_used = 0;
+		memset(ps->area, 0, (size_t)store->chunk_sectors << SECTOR_SHIFT);
+		dirty = false;
+	}
+
+	if (dirty) {
+		r = write_area(store);
+		if (r)
+			goto fail;
+	}
+	return 0;
+
+fail:
+	ps->valid = false;
+	return r;
+}
+
+static int pstore_invalidate(struct rb_store *store)
+{
+	struct rb_pstore *ps = store->context;
+
+	ps->valid = false;
+	return write_header(store);
+}
+
+static void pstore_usage(struct rb_store *store, sector_t *total,
+			 sector_t *allocated, sector_t *metadata)
+{
+	struct rb_pstore *ps = store->context;
+
+	*total = cow_sectors(store);
+	*allocated = ps->next_free << store->chunk_shift;
+	/* The header plus every area up to the current one. */
+	*metadata = (ps->current_area + 1 + RB_HEADER_CHUNKS) << store->chunk_shift;
+}
+
+const struct rb_store_ops rb_persistent_store_ops = {
+	.type = 'P',
+	.create = pstore_create,
+	.destroy = pstore_destroy,
+	.read_metadata = pstore_read_metadata,
+	.allocate = pstore_allocate,
+	.commit = pstore_commit,
+	.invalidate = pstore_invalidate,
+	.usage = pstore_usage,
+};
+
+/* Transient store: chunks handed out from the start of the COW. */
+struct rb_tstore {
+	rb_chunk_t next_free;
+};
+
+static int tstore_create(struct rb_store *store)
+{
+	store->context = kzalloc(sizeof(struct rb_tstore), GFP_KERNEL);
+	return store->context ? 0 : -ENOMEM;
+}
+
+static void tstore_destroy(struct rb_store *store)
+{
+	kfree(store->context);
+	store->context = NULL;
+}
+
+static int tstore_read_metadata(struct rb_store *store, rb_add_exception_fn add,
+				void *context, char **error)
+{
+	return 0;
+}
+
+static int tstore_allocate(struct rb_store *store, rb_chunk_t *new_chunk)
+{
+	struct rb_tstore *ts = store->context;
+
+	if ((ts->next_free + 1) << store->chunk_shift > cow_sectors(store))
+		return -ENOSPC;
+	*new_chunk = ts->next_free++;
+	return 0;
+}
+
+static int tstore_commit(struct rb_store *store, struct list_head *batch)
+{
+	return 0;
+}
+
+static int tstore_invalidate(struct rb_store *store)
+{
+	return 0;
+}
+
+static void tstore_usage(struct rb_store *store, sector_t *total,
+			 sector_t *allocated, sector_t *metadata)
+{
+	struct rb_tstore *ts = store->context;
+
+	*total = cow_sectors(store);
+	*allocated = ts->next_free << store->chunk_shift;
+	*metadata = 0;
+}
+
+const struct rb_store_ops rb_transient_store_ops = {
+	.type = 'N',
+	.create = tstore_create,
+	.destroy = tstore_destroy,
+	.read_metadata = tstore_read_metadata,
+	.allocate = tstore_allocate,
+	.commit = tstore_commit,
+	.invalidate = tstore_invalidate,
+	.usage = tstore_usage,
+};

@@ -4,7 +4,7 @@
  *
  * rollback-origin sits on the device that is being snapshotted; a write to
  * it first copies the old data of the chunk into every snapshot that still
- * shares it.  rollback-snapshot shows the device as it was when the
+ * shares it.  rollback-snap shows the device as it was when the
  * snapshot became active.  The table grammar and the persistent COW format
  * are those of the upstream snapshot targets.
  *
@@ -93,7 +93,7 @@ struct rb_pending {
 	int error;
 };
 
-/* Per-bio data of rollback-snapshot. */
+/* Per-bio data of rollback-snap. */
 struct rb_tracked {
 	struct hlist_node node;
 	rb_chunk_t chunk;
@@ -587,7 +587,7 @@ static void commit_work_fn(struct work_struct *work)
 	}
 }
 
-/* ---- rollback-snapshot ---- */
+/* ---- rollback-snap ---- */
 
 static int parse_chunk_size(const char *arg, unsigned int *chunk)
 {
@@ -613,7 +613,7 @@ static void snapshot_free(struct rb_snapshot *s)
 
 /*
  * Construct a snapshot:
- *   rollback-snapshot <origin_dev> <cow_dev> <P|N> <chunk_sectors>
+ *   rollback-snap <origin_dev> <cow_dev> <P|N> <chunk_sectors>
  *
  * origin_dev is the device rollback-origin sits on, cow_dev receives the
  * copied chunks; P keeps them across reboots in the upstream persistent
@@ -902,7 +902,7 @@ static int snapshot_iterate_devices(struct dm_target *ti,
  * Construct an origin:
  *   rollback-origin <dev>
  *
- * dev is the device whose snapshots are rollback-snapshot targets.
+ * dev is the device whose snapshots are rollback-snap targets.
  */
 static int origin_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 {
@@ -1013,7 +1013,7 @@ static struct target_type origin_target = {
 };
 
 static struct target_type snapshot_target = {
-	.name = "rollback-snapshot",
+	.name = "rollback-snap",
 	.version = {1, 0, 0},
 	.module = THIS_MODULE,
 	.ctr = snapshot_ctr,

@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Helpers for the guest test scripts (busybox sh).  A test prints what it
+# checks, calls fail on the first wrong result and ends with pass.
+
+fail() {
+        echo "FAIL: $*"
+        dmsetup table 2>/dev/null
+        dmsetup status 2>/dev/null
+        dmesg | tail -n 30
+        exit 1
+}
+
+pass() {
+        echo "PASS: ${1:-all checks}"
+        exit 0
+}
+
+skip() {
+        echo "SKIP: $*"
+        exit 77
+}
+
+step() {
+        echo "== $*"
+}
+
+# Runs a command that must succeed.
+must() {
+        "$@" || fail "command failed: $*"
+}
+
+# Runs a command that must fail.
+must_not() {
+        if "$@" 2>/tmp/must_not.err; then
+                fail "command succeeded but should not: $*"
+        fi
+}
+
+sectors() {
+        blockdev --getsz "$1"
+}
+
+# Target names of an implementation: rollback (ours) or upstream.
+origin_target() {
+        case $1 in rollback) echo rollback-origin ;; upstream) echo snapshot-origin ;; esac
+}
+snapshot_target() {
+        case $1 in rollback) echo rollback-snap ;; upstream) echo snapshot ;; esac
+}
+
+# A fresh COW must start with zeros (header and first area).
+zero_cow() {
+        dd if=/dev/zero of="$1" bs=1M count=2 conv=fsync 2>/dev/null
+}
+
+# make_origin IMPL NAME DEV: NAME-real (linear over DEV) and NAME (origin).
+make_origin() {
+        local size
+        size=$(sectors "$3")
+        must dmsetup create "$2-real" --table "0 $size linear $3 0"
+        must dmsetup create "$2" --table "0 $size $(origin_target "$1") /dev/mapper/$2-real"
+}
+
+# make_snapshot IMPL ORIGIN SNAP COWDEV CHUNK [STORE]: as LVM does it, with
+# the origin suspended while the snapshot becomes active.
+make_snapshot() {
+        local size
+        size=$(sectors "/dev/mapper/$2-real")
+        must dmsetup suspend "$2"
+        if ! dmsetup create "$3" --table "0 $size $(snapshot_target "$1") /dev/mapper/$2-real $4 ${6:-P} $5"; then
+                dmsetup resume "$2"
+                return 1
+        fi
+        must dmsetup resume "$2"
+}
+
+# snapshot_status NAME: the INFO line without the "start len target" prefix.
+snapshot_status() {
+        dmsetup status "$1" | cut -d' ' -f4-
+}
+
+remove_all() {
+        dmsetup remove_all || fail "cannot remove dm devices"
+}

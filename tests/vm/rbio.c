@@ -9,7 +9,7 @@
  *   rbio readlat TARGET [options]         random reads, prints latency percentiles
  *
  * write/readlat options: --seed S --count N --bs BYTES --threads T --direct
- * --span BYTES (limit offsets to the first BYTES).
+ * --span BYTES (limit offsets to the first BYTES), --latency (print percentiles).
  *
  * Threads write disjoint blocks (block % threads == thread), so the final
  * content is the same whatever order the threads run in, and a MODEL file
@@ -36,6 +36,7 @@ struct options {
         uint64_t span;
         unsigned threads;
         bool direct;
+        bool latency;
 };
 
 struct worker {
@@ -358,6 +359,8 @@ static int parse_options(int argc, char **argv, int first, struct options *o,
         for (int i = first; i < argc; i++) {
                 if (!strcmp(argv[i], "--direct"))
                         o->direct = true;
+                else if (!strcmp(argv[i], "--latency"))
+                        o->latency = true;
                 else if (i + 1 < argc && !strcmp(argv[i], "--seed"))
                         o->seed = strtoull(argv[++i], NULL, 0);
                 else if (i + 1 < argc && !strcmp(argv[i], "--count"))
@@ -395,7 +398,7 @@ int main(int argc, char **argv) {
         if (argc >= 3 && !strcmp(argv[1], "write")) {
                 if (parse_options(argc, argv, 3, &o, &model) < 0)
                         return 2;
-                return run_workers(argv[2], model, &o, write_worker, true, "write");
+                return run_workers(argv[2], model, &o, write_worker, o.latency, "write");
         }
         if (argc >= 3 && !strcmp(argv[1], "readlat")) {
                 if (parse_options(argc, argv, 3, &o, NULL) < 0)

@@ -329,20 +329,23 @@ static int pstore_allocate(struct rb_store *store, rb_chunk_t *new_chunk)
 	return 0;
 }
 
+#define RB_AREA_WRITE (REQ_OP_WRITE | REQ_PREFLUSH | REQ_FUA | REQ_SYNC)
+
 static int write_area(struct rb_store *store)
 {
 	struct rb_pstore *ps = store->context;
 
 	return pstore_io(store, ps->area, area_chunk(ps, ps->current_area),
-			 REQ_OP_WRITE | REQ_PREFLUSH | REQ_FUA | REQ_SYNC);
+			 RB_AREA_WRITE);
 }
 
 /*
  * The data of every chunk in the batch is on the COW already; the
  * PREFLUSH on the area write makes it durable before the entries that
- * point at it.
+ * point at it.  An area that fills up is written here; the last,
+ * partial one is left for write_metadata.
  */
-static int pstore_commit(struct rb_store *store, struct list_head *batch)
+static int pstore_stage(struct rb_store *store, struct list_head *batch)
 {
 	struct rb_pstore *ps = store->context;
 	struct rb_disk_exception *de = ps->area;
@@ -375,16 +378,37 @@ static int pstore_commit(struct rb_store *store, struct list_head *batch)
 		dirty = false;
 	}
 
-	if (dirty) {
-		r = write_area(store);
-		if (r)
-			goto fail;
-	}
-	return 0;
+	return dirty ? 1 : 0;
 
 fail:
 	ps->valid = false;
 	return r;
+}
+
+static void pstore_write_metadata(struct rb_store *store, bool data_flush,
+				  void (*done)(unsigned long error, void *context),
+				  void *context)
+{
+	struct rb_pstore *ps = store->context;
+	struct dm_io_region where = {
+		.bdev = store->cow->bdev,
+		.sector = area_chunk(ps, ps->current_area) << store->chunk_shift,
+		.count = data_flush ? 0 : store->chunk_sectors,
+	};
+	struct dm_io_request req = {
+		.bi_opf = data_flush ? REQ_OP_WRITE | REQ_PREFLUSH | REQ_SYNC :
+				       REQ_OP_WRITE | REQ_FUA | REQ_SYNC,
+		.mem.type = DM_IO_VMA,
+		.mem.ptr.vma = ps->area,
+		.client = ps->io_client,
+		.notify.fn = done,
+		.notify.context = context,
+	};
+	int r;
+
+	r = dm_io(&req, 1, &where, NULL, IOPRIO_DEFAULT);
+	if (r)
+		done(1, context);
 }
 
 static int pstore_invalidate(struct rb_store *store)
@@ -412,7 +436,8 @@ const struct rb_store_ops rb_persistent_store_ops = {
 	.destroy = pstore_destroy,
 	.read_metadata = pstore_read_metadata,
 	.allocate = pstore_allocate,
-	.commit = pstore_commit,
+	.stage = pstore_stage,
+	.write_metadata = pstore_write_metadata,
 	.invalidate = pstore_invalidate,
 	.usage = pstore_usage,
 };
@@ -450,7 +475,7 @@ static int tstore_allocate(struct rb_store *store, rb_chunk_t *new_chunk)
 	return 0;
 }
 
-static int tstore_commit(struct rb_store *store, struct list_head *batch)
+static int tstore_stage(struct rb_store *store, struct list_head *batch)
 {
 	return 0;
 }
@@ -476,7 +501,7 @@ const struct rb_store_ops rb_transient_store_ops = {
 	.destroy = tstore_destroy,
 	.read_metadata = tstore_read_metadata,
 	.allocate = tstore_allocate,
-	.commit = tstore_commit,
+	.stage = tstore_stage,
 	.invalidate = tstore_invalidate,
 	.usage = tstore_usage,
 };

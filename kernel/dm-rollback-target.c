@@ -24,6 +24,7 @@
 #include <linux/rwsem.h>
 #include <linux/slab.h>
 #include <linux/wait.h>
+#include <linux/wait_bit.h>
 #include <linux/workqueue.h>
 
 #define DM_MSG_PREFIX "rollback"
@@ -69,10 +70,11 @@ struct rb_snapshot {
 	struct rb_table complete;
 	struct rb_table pending;
 	struct list_head commit_queue;	/* rb_pending, allocation order */
-	atomic_t pending_count;
-	wait_queue_head_t pending_wait;
-	struct work_struct commit_work;
+	atomic_t pending_count;		/* see release_pending() */
 	struct work_struct invalidate_work;
+
+	/* Serialises commits: the store stages one batch at a time. */
+	struct mutex commit_lock;
 
 	/* Snapshot reads sent to the origin and still in flight. */
 	spinlock_t tracked_lock;
@@ -335,34 +337,70 @@ static struct rb_pending *new_pending(struct rb_snapshot *s, rb_chunk_t chunk)
 
 static void free_pending(struct rb_pending *pe)
 {
-	struct rb_snapshot *s = pe->snap;
-
 	if (pe->done)
 		kmem_cache_free(rb_exception_cache, pe->done);
 	mempool_free(pe, rb_pending_pool);
-	if (atomic_dec_and_test(&s->pending_count))
-		wake_up_all(&s->pending_wait);
 }
 
+/*
+ * The last access to s by a committer: once the count is zero the
+ * destructor may free s, and wake_up_var() does not dereference it.
+ */
+static void release_pending(struct rb_snapshot *s, unsigned int n)
+{
+	if (n && atomic_sub_and_test(n, &s->pending_count))
+		wake_up_var(&s->pending_count);
+}
+
+/* One snapshot's part of a group commit. */
+struct rb_commit_ctx {
+	struct rb_snapshot *snap;
+	struct list_head done;		/* rb_pending, allocation order */
+	struct completion written;
+	unsigned long write_error;
+	bool writing;
+};
+
+static void commit_begin(struct rb_snapshot *s, struct rb_commit_ctx *c);
+static void commit_write(struct rb_commit_ctx *c, bool data_flush);
+static void commit_wait(struct rb_commit_ctx *c);
+static void commit_end(struct rb_commit_ctx *c);
+
+/*
+ * Group commit: every snapshot of the copy stages its metadata, then all
+ * of them flush their COW together and all write their metadata together,
+ * so that snapshots whose COWs share a disk share its flushes.
+ */
 static void copy_done(int read_err, unsigned long write_err, void *context)
 {
+	struct rb_commit_ctx ctx[DM_KCOPYD_MAX_REGIONS];
 	struct rb_pending *pe = context;
-	unsigned int i = 0;
+	unsigned int i, n = 0;
 
 	while (pe) {
-		/* pe may be freed as soon as it is marked copied. */
+		/* pe may be freed as soon as it is committed. */
 		struct rb_pending *next = pe->next_copy;
 		struct rb_snapshot *s = pe->snap;
 
 		mutex_lock(&s->lock);
-		if (read_err || (write_err & BIT(i)))
+		if (read_err || (write_err & BIT(n)))
 			pe->error = -EIO;
 		pe->copied = true;
 		mutex_unlock(&s->lock);
-		queue_work(rb_wq, &s->commit_work);
+		ctx[n++].snap = s;
 		pe = next;
-		i++;
 	}
+
+	for (i = 0; i < n; i++)
+		commit_begin(ctx[i].snap, &ctx[i]);
+	for (i = 0; i < n; i++)
+		commit_write(&ctx[i], true);
+	for (i = 0; i < n; i++)
+		commit_wait(&ctx[i]);
+	for (i = 0; i < n; i++)
+		commit_write(&ctx[i], false);
+	for (i = 0; i < n; i++)
+		commit_end(&ctx[i]);
 }
 
 /*
@@ -516,23 +554,39 @@ static bool chunk_is_tracked(struct rb_snapshot *s, rb_chunk_t chunk)
 static void wait_for_tracked_reads(struct rb_snapshot *s, rb_chunk_t chunk)
 {
 	while (chunk_is_tracked(s, chunk))
-		msleep(1);
+		usleep_range(50, 100);
 }
 
-static void commit_work_fn(struct work_struct *work)
+static void metadata_written(unsigned long error, void *context)
 {
-	struct rb_snapshot *s = container_of(work, struct rb_snapshot, commit_work);
+	struct rb_commit_ctx *c = context;
+
+	c->write_error = error;
+	complete(&c->written);
+}
+
+/*
+ * Takes the copies that are done, in allocation order (a crash then
+ * leaves no hole), and starts writing their metadata.  Copies done out of
+ * order wait for the one before them, whose own commit takes them along.
+ */
+static void commit_begin(struct rb_snapshot *s, struct rb_commit_ctx *c)
+{
 	struct rb_pending *pe, *tmp;
-	LIST_HEAD(done);
 	LIST_HEAD(batch);
 	bool valid;
+	int r = 0;
 
+	c->snap = s;
+	c->writing = false;
+	INIT_LIST_HEAD(&c->done);
+
+	mutex_lock(&s->commit_lock);
 	mutex_lock(&s->lock);
 	list_for_each_entry_safe(pe, tmp, &s->commit_queue, queue) {
-		/* Commits keep allocation order: no hole is left by a crash. */
 		if (!pe->copied)
 			break;
-		list_move_tail(&pe->queue, &done);
+		list_move_tail(&pe->queue, &c->done);
 		if (pe->error)
 			invalidate_snapshot(s, "copy to COW failed");
 		else
@@ -541,17 +595,52 @@ static void commit_work_fn(struct work_struct *work)
 	valid = s->valid;
 	mutex_unlock(&s->lock);
 
-	if (list_empty(&done))
-		return;
+	/* May write a full area: under commit_lock, not s->lock. */
+	if (valid && !list_empty(&batch))
+		r = s->store.ops->stage(&s->store, &batch);
+	if (r < 0) {
+		mutex_lock(&s->lock);
+		invalidate_snapshot(s, "COW metadata write failed");
+		mutex_unlock(&s->lock);
+	} else if (r > 0) {
+		c->writing = true;
+	}
+}
 
-	if (valid && !list_empty(&batch) &&
-	    s->store.ops->commit(&s->store, &batch)) {
+static void commit_write(struct rb_commit_ctx *c, bool data_flush)
+{
+	if (!c->writing)
+		return;
+	init_completion(&c->written);
+	c->snap->store.ops->write_metadata(&c->snap->store, data_flush,
+					   metadata_written, c);
+}
+
+static void commit_wait(struct rb_commit_ctx *c)
+{
+	struct rb_snapshot *s = c->snap;
+
+	if (!c->writing)
+		return;
+	wait_for_completion(&c->written);
+	if (c->write_error) {
+		c->writing = false;
 		mutex_lock(&s->lock);
 		invalidate_snapshot(s, "COW metadata write failed");
 		mutex_unlock(&s->lock);
 	}
+}
 
-	list_for_each_entry_safe(pe, tmp, &done, queue) {
+/* Waits for the metadata, then lets the I/O that waited for it go. */
+static void commit_end(struct rb_commit_ctx *c)
+{
+	struct rb_snapshot *s = c->snap;
+	struct rb_pending *pe, *tmp;
+	unsigned int n = 0;
+
+	commit_wait(c);
+
+	list_for_each_entry_safe(pe, tmp, &c->done, queue) {
 		struct bio_list origin_bios, snap_bios;
 		struct bio *bio;
 		bool ok;
@@ -584,7 +673,10 @@ static void commit_work_fn(struct work_struct *work)
 
 		list_del(&pe->queue);
 		free_pending(pe);
+		n++;
 	}
+	mutex_unlock(&s->commit_lock);
+	release_pending(s, n);
 }
 
 /* ---- rollback-snap ---- */
@@ -639,10 +731,9 @@ static int snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	s->ti = ti;
 	s->valid = true;
 	mutex_init(&s->lock);
+	mutex_init(&s->commit_lock);
 	INIT_LIST_HEAD(&s->commit_queue);
 	atomic_set(&s->pending_count, 0);
-	init_waitqueue_head(&s->pending_wait);
-	INIT_WORK(&s->commit_work, commit_work_fn);
 	INIT_WORK(&s->invalidate_work, invalidate_work_fn);
 	spin_lock_init(&s->tracked_lock);
 	for (i = 0; i < RB_TRACKED_BUCKETS; i++)
@@ -749,8 +840,7 @@ static void snapshot_dtr(struct dm_target *ti)
 	struct rb_origin *o;
 
 	o = unregister_snapshot(s);
-	wait_event(s->pending_wait, !atomic_read(&s->pending_count));
-	flush_work(&s->commit_work);
+	wait_var_event(&s->pending_count, !atomic_read(&s->pending_count));
 	flush_work(&s->invalidate_work);
 	if (o) {
 		dm_kcopyd_client_destroy(o->kc);

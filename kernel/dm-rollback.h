@@ -57,8 +57,23 @@ struct rb_store_ops {
 			     void *context, char **error);
 	/* Hands out the next free COW chunk, or -ENOSPC. */
 	int (*allocate)(struct rb_store *store, rb_chunk_t *new_chunk);
-	/* Durably records a batch of rb_commit, in list order. */
-	int (*commit)(struct rb_store *store, struct list_head *batch);
+	/*
+	 * Puts a batch of rb_commit, in list order, into the metadata.
+	 * Returns 1 if write_metadata must follow to make it durable, 0 if
+	 * it already is, -errno on failure.
+	 */
+	int (*stage)(struct rb_store *store, struct list_head *batch);
+	/*
+	 * Makes what stage left in core durable, asynchronously; done is
+	 * called from interrupt context.  First with data_flush set: the
+	 * copied data is flushed to the COW.  Then without it: the metadata
+	 * is written with FUA.  Nothing may be staged until both are done.
+	 * Splitting the two lets a group of snapshots have all their
+	 * flushes in flight together.
+	 */
+	void (*write_metadata)(struct rb_store *store, bool data_flush,
+			       void (*done)(unsigned long error, void *context),
+			       void *context);
 	/* Marks the store invalid on disk, for good. */
 	int (*invalidate)(struct rb_store *store);
 	void (*usage)(struct rb_store *store, sector_t *total,

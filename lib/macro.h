@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Hands ownership out of a _cleanup_ variable. */
+#define TAKE_PTR(p)                             \
+        ({                                      \
+                typeof(p) _p = (p);             \
+                (p) = NULL;                     \
+                _p;                             \
+        })
+
+static inline void freep(void *p) {
+        free(*(void **) p);
+}
+#define _cleanup_free_ _cleanup_(freep)
+
+static inline void closep(int *fd) {
+        if (*fd >= 0) {
+                int saved = errno;
+                close(*fd);
+                errno = saved;
+        }
+}
+#define _cleanup_close_ _cleanup_(closep)

@@ -60,24 +60,39 @@ static sector_t cow_sectors(struct rb_store *store)
 	return bdev_nr_sectors(store->cow->bdev);
 }
 
-static int pstore_io(struct rb_store *store, void *buf, rb_chunk_t chunk,
-		     blk_opf_t opf)
+/*
+ * I/O of count sectors at a chunk of the COW; synchronous unless done is
+ * given (then called from interrupt context).  count 0 with REQ_PREFLUSH
+ * is an empty flush.
+ */
+static int pstore_submit(struct rb_store *store, void *buf, rb_chunk_t chunk,
+			 sector_t count, blk_opf_t opf,
+			 void (*done)(unsigned long error, void *context),
+			 void *context)
 {
 	struct rb_pstore *ps = store->context;
 	struct dm_io_region where = {
 		.bdev = store->cow->bdev,
 		.sector = chunk << store->chunk_shift,
-		.count = store->chunk_sectors,
+		.count = count,
 	};
 	struct dm_io_request req = {
 		.bi_opf = opf,
 		.mem.type = DM_IO_VMA,
 		.mem.ptr.vma = buf,
 		.client = ps->io_client,
-		.notify.fn = NULL,	/* synchronous */
+		.notify.fn = done,
+		.notify.context = context,
 	};
 
 	return dm_io(&req, 1, &where, NULL, IOPRIO_DEFAULT);
+}
+
+static int pstore_io(struct rb_store *store, void *buf, rb_chunk_t chunk,
+		     blk_opf_t opf)
+{
+	return pstore_submit(store, buf, chunk, store->chunk_sectors, opf,
+			     NULL, NULL);
 }
 
 static rb_chunk_t area_chunk(struct rb_pstore *ps, u64 area)
@@ -390,23 +405,15 @@ static void pstore_write_metadata(struct rb_store *store, bool data_flush,
 				  void *context)
 {
 	struct rb_pstore *ps = store->context;
-	struct dm_io_region where = {
-		.bdev = store->cow->bdev,
-		.sector = area_chunk(ps, ps->current_area) << store->chunk_shift,
-		.count = data_flush ? 0 : store->chunk_sectors,
-	};
-	struct dm_io_request req = {
-		.bi_opf = data_flush ? REQ_OP_WRITE | REQ_PREFLUSH | REQ_SYNC :
-				       REQ_OP_WRITE | REQ_FUA | REQ_SYNC,
-		.mem.type = DM_IO_VMA,
-		.mem.ptr.vma = ps->area,
-		.client = ps->io_client,
-		.notify.fn = done,
-		.notify.context = context,
-	};
 	int r;
 
-	r = dm_io(&req, 1, &where, NULL, IOPRIO_DEFAULT);
+	if (data_flush)
+		r = pstore_submit(store, ps->area, 0, 0,
+				  REQ_OP_WRITE | REQ_PREFLUSH | REQ_SYNC, done, context);
+	else
+		r = pstore_submit(store, ps->area, area_chunk(ps, ps->current_area),
+				  store->chunk_sectors, REQ_OP_WRITE | REQ_FUA | REQ_SYNC,
+				  done, context);
 	if (r)
 		done(1, context);
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
+#define _fallthrough_ __attribute__((__fallthrough__))
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Hands ownership out of a _cleanup_ variable. */
@@ -14,6 +15,13 @@
                 typeof(p) _p = (p);             \
                 (p) = NULL;                     \
                 _p;                             \
+        })
+
+#define TAKE_FD(fd)                             \
+        ({                                      \
+                int _fd = (fd);                 \
+                (fd) = -1;                      \
+                _fd;                            \
         })
 
 static inline void freep(void *p) {

@@ -1,31 +1,779 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * rollbackctl: snapshots of the root volume that can be reverted.
- * The verbs are being built (see README.md); this is the frame they go in.
+ *
+ * Verbs talk to rollbackd over D-Bus; without a system bus (early boot,
+ * rescue shells, the test guests) or with --no-daemon they run the same
+ * library operations in-process.
  */
+#include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <systemd/sd-bus.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "bus.h"
 #include "log.h"
 #include "macro.h"
+#include "pool.h"
+#include "rollback.h"
 
-#define EXIT_USAGE 2
-
-struct verb {
-        const char *name;
-        const char *summary;
-        int (*run)(int argc, char *argv[]);
+/* Exit codes, documented in --help and rollbackctl(8). */
+enum {
+        EXIT_FAIL = 1,
+        EXIT_USAGE = 2,
+        EXIT_NOT_FOUND = 3,
+        EXIT_BUSY = 4,
+        EXIT_NO_SPACE = 5,
+        EXIT_INVALID_SNAPSHOT = 6,
 };
 
+static bool arg_json;
+static bool arg_no_daemon;
+static const char *arg_pool;
+static const char *arg_name;
+static const char *arg_description;
+static uint64_t arg_size;
+static bool arg_upgrade;
+static bool arg_now;
+static bool arg_force;
+static uint64_t arg_extent_size;
+static enum backend arg_backend = BACKEND_AUTO;
+static bool arg_backend_set;
+static unsigned arg_timeout;
+
+static int exit_code(int r) {
+        switch (-r) {
+        case 0:
+                return 0;
+        case ENOENT:
+        case ENODEV:
+        case ENOMEDIUM:
+                return EXIT_NOT_FOUND;
+        case EBUSY:
+        case EADDRINUSE:
+        case EALREADY:
+                return EXIT_BUSY;
+        case ENOSPC:
+                return EXIT_NO_SPACE;
+        case ESTALE:
+                return EXIT_INVALID_SNAPSHOT;
+        case EINVAL:
+                return EXIT_USAGE;
+        default:
+                return EXIT_FAIL;
+        }
+}
+
 static int help(void) {
-        printf("Usage: rollbackctl [OPTIONS] COMMAND ...\n"
+        printf("Usage: rollbackctl [OPTIONS] COMMAND [ARGS...]\n"
                "\n"
-               "Snapshots of the root volume that can be reverted at the next boot.\n"
+               "Block-level snapshots of the root volume, taken before package upgrades, that\n"
+               "can be merged back (reverted) at the next boot while the system runs.\n"
+               "\n"
+               "Commands:\n"
+               "  init DEVICE             Format DEVICE (an LV) as the rollback pool\n"
+               "       [--extent-size SIZE] [--backend auto|rollback|upstream] [--force]\n"
+               "  snapshot [VOLUME]       Take a snapshot of VOLUME (default: the volume\n"
+               "                          mounted at /), keeping the filesystem mounted\n"
+               "       [--name NAME] [--size SIZE] [--description TEXT] [--upgrade]\n"
+               "  list                    List snapshots with their COW fill\n"
+               "  status                  Show the pool, merge progress and snapshots\n"
+               "  revert NAME [--now]     Merge snapshot NAME back into its volume at the next\n"
+               "                          boot; --now at once, if the volume is not in use\n"
+               "  cancel-revert [VOLUME]  Forget a pending revert\n"
+               "  delete NAME             Delete a snapshot and free its extents\n"
+               "  wait [--timeout SEC]    Wait until running merges are done, with progress\n"
+               "  config [KEY[=VALUE]...] Show or change pool settings\n"
                "\n"
                "Options:\n"
-               "  -h --help       Show this help\n"
-               "     --version    Show the version\n");
+               "  -h --help               Show this help\n"
+               "     --version            Show the version\n"
+               "     --json               Print list and status as JSON (stable keys)\n"
+               "     --pool DEVICE        Use this pool instead of searching for it\n"
+               "     --no-daemon          Do the work in-process instead of via rollbackd\n"
+               "\n"
+               "SIZE takes the suffixes K, M, G, T (powers of 1024).\n"
+               "Settings (config): autoextend_threshold, autoextend_percent, pool_warn_percent,\n"
+               "retain, snapshot_percent, chunk_sectors, backend.\n"
+               "\n"
+               "Exit status: 0 success, 1 failure, 2 bad usage, 3 not found (pool, volume or\n"
+               "snapshot), 4 busy (in use or merging), 5 no space left in the pool,\n"
+               "6 the snapshot is invalid (overflowed) and cannot be reverted to.\n"
+               "\n"
+               "See rollbackctl(8).\n");
+        return 0;
+}
+
+static int parse_size(const char *s, uint64_t *ret) {
+        char *end;
+        unsigned long long v;
+        uint64_t mult = 1;
+
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno != 0 || end == s || s[0] == '-')
+                return -EINVAL;
+        switch (*end) {
+        case 0: break;
+        case 'K': case 'k': mult = 1ULL << 10; end++; break;
+        case 'M': case 'm': mult = 1ULL << 20; end++; break;
+        case 'G': case 'g': mult = 1ULL << 30; end++; break;
+        case 'T': case 't': mult = 1ULL << 40; end++; break;
+        default: return -EINVAL;
+        }
+        if (*end == 'i' && end[1] == 'B')
+                end += 2;
+        else if (*end == 'B')
+                end++;
+        if (*end != 0 || v == 0 || v > UINT64_MAX / mult)
+                return -EINVAL;
+        *ret = v * mult;
+        return 0;
+}
+
+static void format_bytes(char buf[16], uint64_t b) {
+        static const char *const units = "KMGTP";
+        double v = b;
+        int u = -1;
+
+        while (v >= 1024 && u < 4) {
+                v /= 1024;
+                u++;
+        }
+        if (u < 0)
+                snprintf(buf, 16, "%" PRIu64 "B", b);
+        else
+                snprintf(buf, 16, "%.1f%c", v, units[u]);
+}
+
+static const char *error_text(int r) {
+        switch (-r) {
+        case ENOMEDIUM: return "no rollback pool found; create one with 'rollbackctl init DEVICE'";
+        case ENOTUNIQ: return "more than one rollback pool found; choose one with --pool";
+        case EBADMSG: return "the pool's metadata is damaged in both slots";
+        case EOPNOTSUPP: return "no usable snapshot targets in the kernel (dm-rollback or dm-snapshot)";
+        case ENOSPC: return "not enough free space in the pool";
+        case ENOTBLK: return "not a device-mapper volume (rollback snapshots LVs and other dm devices)";
+        case EISDIR: return "that is one of rollback's own devices, not a volume";
+        case EADDRINUSE: return "the device is in use";
+        case ESTALE: return "the snapshot is invalid (its COW overflowed or failed): it cannot be reverted to";
+        default: return NULL;
+        }
+}
+
+static int log_op_error(int r, const char *what) {
+        const char *t = error_text(r);
+
+        if (t)
+                log_error("%s: %s", what, t);
+        else
+                log_error_errno(r, "%s: %m", what);
+        return exit_code(r);
+}
+
+/* Direct mode: the operations under the lock, on the pool. */
+struct op {
+        enum op_kind { OP_CREATE, OP_DELETE, OP_REVERT, OP_CANCEL, OP_LIST, OP_STATUS, OP_POLL } kind;
+        const char *volume;
+        const char *name;
+        struct rb_create create;
+        bool now;
+        char *result;           /* JSON text or a name */
+};
+
+static int op_direct(struct op *op) {
+        _cleanup_pool_ struct pool *p = NULL;
+        _cleanup_close_ int lock = -1;
+        _cleanup_free_ char *volume = NULL;
+        json_object *j = NULL;
+        int r;
+
+        r = rb_pool_open_locked(arg_pool, &p, &lock);
+        if (r < 0)
+                return r;
+        (void) rb_refresh_states(p, NULL);
+        switch (op->kind) {
+        case OP_CREATE:
+                r = rb_volume_resolve(op->volume, &volume);
+                if (r < 0)
+                        return r;
+                r = rb_snapshot_create(p, volume, &op->create, &op->result);
+                if (r >= 0 && op->create.upgrade)
+                        (void) rb_apply_retention(p, volume, NULL);
+                return r;
+        case OP_DELETE:
+                return rb_snapshot_delete(p, op->name);
+        case OP_REVERT:
+                return rb_revert(p, op->name, op->now);
+        case OP_CANCEL:
+                if (op->volume) {
+                        r = rb_volume_resolve(op->volume, &volume);
+                        if (r < 0)
+                                return r;
+                }
+                return rb_cancel_revert(p, volume);
+        case OP_POLL:
+                for (size_t i = 0; i < p->meta.n_volumes; i++) {
+                        struct rb_merge_progress mp;
+                        _cleanup_free_ char *v = strdup(p->meta.volumes[i].name);
+
+                        if (!v)
+                                return -ENOMEM;
+                        (void) rb_merge_poll(p, v, true, &mp);
+                }
+                _fallthrough_;
+        case OP_STATUS:
+                r = rb_status_json(p, &j);
+                break;
+        case OP_LIST:
+                r = rb_list_json(p, &j);
+                break;
+        }
+        if (r < 0)
+                return r;
+        op->result = strdup(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+        json_object_put(j);
+        return op->result ? 0 : -ENOMEM;
+}
+
+static int op_bus(sd_bus *bus, struct op *op) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const char *s;
+        int r;
+
+        switch (op->kind) {
+        case OP_CREATE:
+                r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "CreateSnapshot",
+                                       &error, &reply, "ssstb", op->volume ?: "", op->create.name ?: "",
+                                       op->create.description ?: "", op->create.size, op->create.upgrade);
+                break;
+        case OP_DELETE:
+                r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "DeleteSnapshot",
+                                       &error, &reply, "s", op->name);
+                break;
+        case OP_REVERT:
+                r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "Revert",
+                                       &error, &reply, "sb", op->name, op->now);
+                break;
+        case OP_CANCEL:
+                r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "CancelRevert",
+                                       &error, &reply, "s", op->volume ?: "");
+                break;
+        case OP_LIST:
+                r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "ListSnapshots",
+                                       &error, &reply, "");
+                break;
+        case OP_STATUS:
+        case OP_POLL:
+                r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "GetStatus",
+                                       &error, &reply, "");
+                break;
+        default:
+                return -EINVAL;
+        }
+        if (r < 0)
+                return sd_bus_error_get_errno(&error) > 0 ? -sd_bus_error_get_errno(&error) : r;
+        if (op->kind == OP_DELETE || op->kind == OP_REVERT || op->kind == OP_CANCEL)
+                return 0;
+        r = sd_bus_message_read(reply, "s", &s);
+        if (r < 0)
+                return r;
+        op->result = strdup(s);
+        return op->result ? 0 : -ENOMEM;
+}
+
+static int run_op(struct op *op) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+
+        if (!arg_no_daemon && !arg_pool && rb_bus_open_daemon(&bus) >= 0)
+                return op_bus(bus, op);
+        if (geteuid() != 0)
+                return -EPERM;
+        return op_direct(op);
+}
+
+static json_object *parse_result(struct op *op) {
+        return op->result ? json_tokener_parse(op->result) : NULL;
+}
+
+static const char *jstr(json_object *o, const char *key) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+                return NULL;
+        return json_object_get_string(v);
+}
+
+static uint64_t juint(json_object *o, const char *key) {
+        json_object *v;
+
+        return json_object_object_get_ex(o, key, &v) ? json_object_get_uint64(v) : 0;
+}
+
+static double jdouble(json_object *o, const char *key) {
+        json_object *v;
+
+        return json_object_object_get_ex(o, key, &v) ? json_object_get_double(v) : 0.0;
+}
+
+static bool jbool(json_object *o, const char *key) {
+        json_object *v;
+
+        return json_object_object_get_ex(o, key, &v) && json_object_get_boolean(v);
+}
+
+static void print_json(json_object *j) {
+        puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED));
+}
+
+static void print_snapshot_table(json_object *a) {
+        size_t n = json_object_array_length(a);
+
+        if (n == 0) {
+                printf("No snapshots.\n");
+                return;
+        }
+        printf("%-24s %-16s %-19s %8s %6s %-8s %s\n", "NAME", "VOLUME", "CREATED", "SIZE", "USED",
+               "STATE", "DESCRIPTION");
+        for (size_t i = 0; i < n; i++) {
+                json_object *o = json_object_array_get_idx(a, i);
+                char size[16], created[32], state[32];
+                time_t t = juint(o, "created_usec") / 1000000;
+                struct tm tm;
+
+                localtime_r(&t, &tm);
+                strftime(created, sizeof(created), "%Y-%m-%d %H:%M:%S", &tm);
+                format_bytes(size, juint(o, "size_bytes"));
+                snprintf(state, sizeof(state), "%s%s", jstr(o, "state") ?: "?",
+                         jbool(o, "revert_pending") ? "*" : "");
+                printf("%-24s %-16s %-19s %8s %5.1f%% %-8s %s\n", jstr(o, "name"), jstr(o, "volume"), created,
+                       size, jdouble(o, "used_percent"), state, jstr(o, "description") ?: "");
+        }
+        for (size_t i = 0; i < n; i++)
+                if (jbool(json_object_array_get_idx(a, i), "revert_pending")) {
+                        printf("* pending revert: merged back at the next boot\n");
+                        break;
+                }
+}
+
+static int verb_list(int argc, char *argv[]) {
+        struct op op = { .kind = OP_LIST };
+        json_object *j;
+        int r;
+
+        if (argc > 1) {
+                log_error("list takes no arguments");
+                return EXIT_USAGE;
+        }
+        r = run_op(&op);
+        if (r < 0)
+                return log_op_error(r, "Failed to list snapshots");
+        j = parse_result(&op);
+        free(op.result);
+        if (!j)
+                return log_op_error(-EBADMSG, "Failed to list snapshots");
+        if (arg_json)
+                print_json(j);
+        else
+                print_snapshot_table(j);
+        json_object_put(j);
+        return 0;
+}
+
+static void print_merge(json_object *v) {
+        json_object *m;
+
+        if (!json_object_object_get_ex(v, "merge", &m) || !m)
+                return;
+        printf("  merging %s: %s, %.1f%% (%" PRIu64 " of %" PRIu64 " chunks left)", jstr(m, "snapshot"),
+               jstr(m, "state"), jdouble(m, "percent"), juint(m, "chunks_remaining"), juint(m, "chunks_total"));
+        if (json_object_object_get_ex(m, "eta_seconds", &v) && v)
+                printf(", about %" PRIu64 " s left", json_object_get_uint64(v));
+        printf("\n");
+}
+
+static int verb_status(int argc, char *argv[]) {
+        struct op op = { .kind = OP_STATUS };
+        json_object *j, *pool, *vols, *snaps;
+        char ext[16];
+        int r;
+
+        if (argc > 1) {
+                log_error("status takes no arguments");
+                return EXIT_USAGE;
+        }
+        r = run_op(&op);
+        if (r < 0)
+                return log_op_error(r, "Failed to get status");
+        j = parse_result(&op);
+        free(op.result);
+        if (!j)
+                return log_op_error(-EBADMSG, "Failed to get status");
+        if (arg_json) {
+                print_json(j);
+                json_object_put(j);
+                return 0;
+        }
+        json_object_object_get_ex(j, "pool", &pool);
+        format_bytes(ext, juint(pool, "extent_size_bytes"));
+        printf("Pool %s (%s): %" PRIu64 " extents of %s, %" PRIu64 " free, %.0f%% used, backend %s\n",
+               jstr(pool, "device"), jstr(pool, "uuid"), juint(pool, "extents_total"), ext,
+               juint(pool, "extents_free"), jdouble(pool, "used_percent"), jstr(pool, "backend"));
+        json_object_object_get_ex(j, "volumes", &vols);
+        for (size_t i = 0; i < json_object_array_length(vols); i++) {
+                json_object *v = json_object_array_get_idx(vols, i);
+
+                printf("Volume %s: targets %s%s%s\n", jstr(v, "name"), jstr(v, "backend") ?: "none",
+                       jstr(v, "revert_pending") ? ", revert pending to " : "", jstr(v, "revert_pending") ?: "");
+                print_merge(v);
+        }
+        json_object_object_get_ex(j, "snapshots", &snaps);
+        print_snapshot_table(snaps);
+        json_object_put(j);
+        return 0;
+}
+
+static int verb_snapshot(int argc, char *argv[]) {
+        struct op op = { .kind = OP_CREATE };
+        int r;
+
+        if (argc > 2) {
+                log_error("snapshot takes at most one VOLUME");
+                return EXIT_USAGE;
+        }
+        if (arg_name && !snapshot_name_is_valid(arg_name)) {
+                log_error("invalid snapshot name '%s': use letters, digits, '.', '_', '+', '-', at most %d",
+                          arg_name, POOL_NAME_MAX);
+                return EXIT_USAGE;
+        }
+        op.volume = argc > 1 ? argv[1] : NULL;
+        op.create = (struct rb_create) {
+                .name = arg_name,
+                .description = arg_description,
+                .size = arg_size,
+                .upgrade = arg_upgrade,
+        };
+        r = run_op(&op);
+        if (r == -EEXIST) {
+                log_error("a snapshot named '%s' already exists", arg_name);
+                return EXIT_FAIL;
+        }
+        if (r == -EBUSY) {
+                log_error("the volume is being merged; try again when 'rollbackctl wait' returns");
+                return EXIT_BUSY;
+        }
+        if (r < 0)
+                return log_op_error(r, "Failed to take a snapshot");
+        printf("%s\n", op.result);
+        free(op.result);
+        return 0;
+}
+
+static int need_name(int argc, char *argv[], const char *verb) {
+        if (argc != 2) {
+                log_error("%s takes exactly one snapshot NAME", verb);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static int verb_delete(int argc, char *argv[]) {
+        struct op op = { .kind = OP_DELETE };
+        int r;
+
+        if (need_name(argc, argv, "delete") < 0)
+                return EXIT_USAGE;
+        op.name = argv[1];
+        r = run_op(&op);
+        if (r == -ENOENT) {
+                log_error("no snapshot named '%s'", op.name);
+                return EXIT_NOT_FOUND;
+        }
+        if (r == -EBUSY) {
+                log_error("snapshot '%s' is being merged and cannot be deleted", op.name);
+                return EXIT_BUSY;
+        }
+        if (r < 0)
+                return log_op_error(r, "Failed to delete the snapshot");
+        return 0;
+}
+
+static int verb_revert(int argc, char *argv[]) {
+        struct op op = { .kind = OP_REVERT, .now = arg_now };
+        int r;
+
+        if (need_name(argc, argv, "revert") < 0)
+                return EXIT_USAGE;
+        op.name = argv[1];
+        r = run_op(&op);
+        switch (-r) {
+        case 0:
+                if (arg_now)
+                        printf("Merging '%s' back into its volume; 'rollbackctl wait' follows it.\n", op.name);
+                else
+                        printf("'%s' will be merged back at the next boot; 'rollbackctl cancel-revert' undoes this.\n",
+                               op.name);
+                return 0;
+        case ENOENT:
+                log_error("no snapshot named '%s'", op.name);
+                return EXIT_NOT_FOUND;
+        case EALREADY:
+                log_error("snapshot '%s' is already being merged", op.name);
+                return EXIT_BUSY;
+        case EBUSY:
+                log_error("the volume of '%s' is already being merged", op.name);
+                return EXIT_BUSY;
+        case EADDRINUSE:
+                log_error("the volume of '%s' is in use (mounted?); revert without --now to merge at the next boot",
+                          op.name);
+                return EXIT_BUSY;
+        default:
+                return log_op_error(r, "Failed to revert");
+        }
+}
+
+static int verb_cancel_revert(int argc, char *argv[]) {
+        struct op op = { .kind = OP_CANCEL };
+        int r;
+
+        if (argc > 2) {
+                log_error("cancel-revert takes at most one VOLUME");
+                return EXIT_USAGE;
+        }
+        op.volume = argc > 1 ? argv[1] : NULL;
+        r = run_op(&op);
+        if (r == -ENOENT) {
+                log_error("no revert is pending");
+                return EXIT_NOT_FOUND;
+        }
+        if (r < 0)
+                return log_op_error(r, "Failed to cancel the revert");
+        return 0;
+}
+
+static void draw_progress(const char *name, double percent, int64_t eta) {
+        char bar[41];
+        int fill = (int) (percent * 40 / 100);
+
+        for (int i = 0; i < 40; i++)
+                bar[i] = i < fill ? '#' : '.';
+        bar[40] = 0;
+        if (eta >= 0)
+                fprintf(stderr, "\r%s [%s] %5.1f%% %4" PRId64 " s left ", name, bar, percent, eta);
+        else
+                fprintf(stderr, "\r%s [%s] %5.1f%%           ", name, bar, percent);
+}
+
+static int verb_wait(int argc, char *argv[]) {
+        bool tty = isatty(STDERR_FILENO), drawn = false;
+        time_t deadline = arg_timeout ? time(NULL) + arg_timeout : 0;
+
+        if (argc > 1) {
+                log_error("wait takes no arguments");
+                return EXIT_USAGE;
+        }
+        for (;;) {
+                struct op op = { .kind = OP_POLL };
+                json_object *j, *vols;
+                bool merging = false, failed = false;
+                int r;
+
+                r = run_op(&op);
+                if (r < 0)
+                        return log_op_error(r, "Failed to get merge progress");
+                j = parse_result(&op);
+                free(op.result);
+                if (!j || !json_object_object_get_ex(j, "volumes", &vols))
+                        return log_op_error(-EBADMSG, "Failed to get merge progress");
+                for (size_t i = 0; i < json_object_array_length(vols); i++) {
+                        json_object *m, *eta;
+
+                        if (!json_object_object_get_ex(json_object_array_get_idx(vols, i), "merge", &m) || !m)
+                                continue;
+                        if (strcmp(jstr(m, "state") ?: "", "failed") == 0) {
+                                failed = true;
+                                continue;
+                        }
+                        merging = true;
+                        if (tty) {
+                                json_object_object_get_ex(m, "eta_seconds", &eta);
+                                draw_progress(jstr(m, "snapshot"), jdouble(m, "percent"),
+                                              eta ? json_object_get_int64(eta) : -1);
+                                drawn = true;
+                        }
+                }
+                json_object_put(j);
+                if (failed) {
+                        if (drawn)
+                                fputc('\n', stderr);
+                        log_error("a merge failed: the snapshot became invalid; see 'rollbackctl status'");
+                        return EXIT_INVALID_SNAPSHOT;
+                }
+                if (!merging)
+                        break;
+                if (deadline && time(NULL) >= deadline) {
+                        if (drawn)
+                                fputc('\n', stderr);
+                        log_error("timed out with a merge still running");
+                        return EXIT_BUSY;
+                }
+                usleep(500 * 1000);
+        }
+        if (drawn)
+                fprintf(stderr, "\rmerge done%60s\n", "");
+        return 0;
+}
+
+static int verb_init(int argc, char *argv[]) {
+        _cleanup_close_ int fd = -1;
+        struct pool_settings settings;
+        uint64_t size = 0;
+        char magic[8];
+        struct stat st;
+        int r;
+
+        if (argc != 2) {
+                log_error("init takes exactly one DEVICE");
+                return EXIT_USAGE;
+        }
+        if (arg_extent_size && (arg_extent_size % 4096 != 0 || arg_extent_size < 65536)) {
+                log_error("--extent-size must be a multiple of 4K and at least 64K");
+                return EXIT_USAGE;
+        }
+        fd = open(argv[1], O_RDWR | O_CLOEXEC | O_EXCL);
+        if (fd < 0) {
+                r = -errno;
+                if (r == -EBUSY) {
+                        log_error("%s is in use (mounted or held by another device)", argv[1]);
+                        return EXIT_BUSY;
+                }
+                return log_op_error(r, argv[1]);
+        }
+        if (fstat(fd, &st) < 0)
+                return log_op_error(-errno, argv[1]);
+        if (S_ISBLK(st.st_mode)) {
+                if (ioctl(fd, BLKGETSIZE64, &size) < 0)
+                        return log_op_error(-errno, argv[1]);
+        } else if (S_ISREG(st.st_mode))
+                size = st.st_size;
+        else {
+                log_error("%s is not a block device", argv[1]);
+                return EXIT_USAGE;
+        }
+        if (!arg_force && pread(fd, magic, 8, 0) == 8 && memcmp(magic, POOL_MAGIC, 8) == 0) {
+                log_error("%s already holds a rollback pool; --force formats it again, losing its snapshots",
+                          argv[1]);
+                return EXIT_FAIL;
+        }
+        pool_settings_default(&settings);
+        if (arg_backend_set)
+                settings.backend = arg_backend;
+        r = pool_format(fd, size, arg_extent_size ? arg_extent_size / 512 : POOL_EXTENT_SECTORS_DEFAULT, &settings);
+        if (r == -ENOSPC) {
+                log_error("%s is too small for a pool (it needs room for the metadata and one extent)", argv[1]);
+                return EXIT_NO_SPACE;
+        }
+        if (r < 0)
+                return log_op_error(r, "Failed to format the pool");
+        printf("Formatted %s as a rollback pool.\n", argv[1]);
+        return 0;
+}
+
+static const struct setting {
+        const char *key;
+        size_t offset;
+        unsigned max;
+} settings_table[] = {
+        { "autoextend_threshold", offsetof(struct pool_settings, autoextend_threshold), 100 },
+        { "autoextend_percent", offsetof(struct pool_settings, autoextend_percent), 1000 },
+        { "pool_warn_percent", offsetof(struct pool_settings, pool_warn_percent), 100 },
+        { "retain", offsetof(struct pool_settings, retain), 10000 },
+        { "snapshot_percent", offsetof(struct pool_settings, snapshot_percent), 1000 },
+        { "chunk_sectors", offsetof(struct pool_settings, chunk_sectors), 2048 },
+};
+
+static int verb_config(int argc, char *argv[]) {
+        _cleanup_pool_ struct pool *p = NULL;
+        _cleanup_close_ int lock = -1;
+        bool changed = false;
+        int r;
+
+        if (geteuid() != 0) {
+                log_error("config must be run as root");
+                return EXIT_FAIL;
+        }
+        r = rb_pool_open_locked(arg_pool, &p, &lock);
+        if (r < 0)
+                return log_op_error(r, "Failed to open the pool");
+        for (int i = 1; i < argc; i++) {
+                _cleanup_free_ char *key = strdup(argv[i]);
+                char *value = key ? strchr(key, '=') : NULL;
+                bool found = false;
+
+                if (!key)
+                        return log_op_error(-ENOMEM, "config");
+                if (value)
+                        *value++ = 0;
+                if (strcmp(key, "backend") == 0) {
+                        found = true;
+                        if (value) {
+                                enum backend b = backend_from_string(value);
+                                if (b < 0) {
+                                        log_error("backend must be auto, rollback or upstream");
+                                        return EXIT_USAGE;
+                                }
+                                p->meta.settings.backend = b;
+                                changed = true;
+                        } else
+                                printf("backend=%s\n", backend_to_string(p->meta.settings.backend));
+                }
+                for (size_t k = 0; k < ELEMENTSOF(settings_table) && !found; k++) {
+                        unsigned *field = (unsigned *) ((char *) &p->meta.settings + settings_table[k].offset);
+                        char *end;
+                        unsigned long v;
+
+                        if (strcmp(key, settings_table[k].key) != 0)
+                                continue;
+                        found = true;
+                        if (!value) {
+                                printf("%s=%u\n", key, *field);
+                                continue;
+                        }
+                        errno = 0;
+                        v = strtoul(value, &end, 10);
+                        if (errno || end == value || *end || v > settings_table[k].max ||
+                            (strcmp(key, "chunk_sectors") == 0 && (v < 8 || (v & (v - 1))))) {
+                                log_error("invalid value '%s' for %s", value, key);
+                                return EXIT_USAGE;
+                        }
+                        *field = v;
+                        changed = true;
+                }
+                if (!found) {
+                        log_error("unknown setting '%s'; see 'rollbackctl --help'", key);
+                        return EXIT_USAGE;
+                }
+        }
+        if (argc == 1) {
+                printf("backend=%s\n", backend_to_string(p->meta.settings.backend));
+                for (size_t k = 0; k < ELEMENTSOF(settings_table); k++)
+                        printf("%s=%u\n", settings_table[k].key,
+                               *(unsigned *) ((char *) &p->meta.settings + settings_table[k].offset));
+        }
+        if (changed) {
+                r = pool_commit(p);
+                if (r < 0)
+                        return log_op_error(r, "Failed to write the pool metadata");
+        }
         return 0;
 }
 
@@ -33,30 +781,137 @@ static int verb_help(int argc, char *argv[]) {
         return help();
 }
 
-static const struct verb verbs[] = {
-        { "help", "Show this help", verb_help },
+static const struct verb {
+        const char *name;
+        int (*run)(int argc, char *argv[]);
+} verbs[] = {
+        { "init",          verb_init },
+        { "snapshot",      verb_snapshot },
+        { "list",          verb_list },
+        { "status",        verb_status },
+        { "revert",        verb_revert },
+        { "cancel-revert", verb_cancel_revert },
+        { "delete",        verb_delete },
+        { "wait",          verb_wait },
+        { "config",        verb_config },
+        { "help",          verb_help },
 };
 
-int main(int argc, char *argv[]) {
+enum {
+        ARG_VERSION = 0x100,
+        ARG_JSON,
+        ARG_POOL,
+        ARG_NO_DAEMON,
+        ARG_NAME,
+        ARG_SIZE,
+        ARG_DESCRIPTION,
+        ARG_UPGRADE,
+        ARG_NOW,
+        ARG_FORCE,
+        ARG_EXTENT_SIZE,
+        ARG_BACKEND,
+        ARG_TIMEOUT,
+};
+
+/* Returns > 0 to go on, 0 to exit successfully, < 0 on a usage error. */
+static int parse_argv(int argc, char *argv[]) {
         static const struct option options[] = {
-                { "help",    no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, 'V' },
+                { "help",        no_argument,       NULL, 'h' },
+                { "version",     no_argument,       NULL, ARG_VERSION },
+                { "json",        no_argument,       NULL, ARG_JSON },
+                { "pool",        required_argument, NULL, ARG_POOL },
+                { "no-daemon",   no_argument,       NULL, ARG_NO_DAEMON },
+                { "name",        required_argument, NULL, ARG_NAME },
+                { "size",        required_argument, NULL, ARG_SIZE },
+                { "description", required_argument, NULL, ARG_DESCRIPTION },
+                { "upgrade",     no_argument,       NULL, ARG_UPGRADE },
+                { "now",         no_argument,       NULL, ARG_NOW },
+                { "force",       no_argument,       NULL, ARG_FORCE },
+                { "extent-size", required_argument, NULL, ARG_EXTENT_SIZE },
+                { "backend",     required_argument, NULL, ARG_BACKEND },
+                { "timeout",     required_argument, NULL, ARG_TIMEOUT },
                 {}
         };
         int c;
 
-        log_set_program("rollbackctl");
-        while ((c = getopt_long(argc, argv, "+h", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
-                        return help();
-                case 'V':
+                        help();
+                        return 0;
+                case ARG_VERSION:
                         printf("rollbackctl %s\n", PROJECT_VERSION);
                         return 0;
-                default:
-                        return EXIT_USAGE;
-                }
+                case ARG_JSON:
+                        arg_json = true;
+                        break;
+                case ARG_POOL:
+                        arg_pool = optarg;
+                        break;
+                case ARG_NO_DAEMON:
+                        arg_no_daemon = true;
+                        break;
+                case ARG_NAME:
+                        arg_name = optarg;
+                        break;
+                case ARG_SIZE:
+                        if (parse_size(optarg, &arg_size) < 0) {
+                                log_error("invalid size '%s' (examples: 512M, 2G)", optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_DESCRIPTION:
+                        arg_description = optarg;
+                        break;
+                case ARG_UPGRADE:
+                        arg_upgrade = true;
+                        break;
+                case ARG_NOW:
+                        arg_now = true;
+                        break;
+                case ARG_FORCE:
+                        arg_force = true;
+                        break;
+                case ARG_EXTENT_SIZE:
+                        if (parse_size(optarg, &arg_extent_size) < 0) {
+                                log_error("invalid extent size '%s' (examples: 1M, 4M)", optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_BACKEND:
+                        arg_backend = backend_from_string(optarg);
+                        if (arg_backend < 0) {
+                                log_error("invalid backend '%s': auto, rollback or upstream", optarg);
+                                return -EINVAL;
+                        }
+                        arg_backend_set = true;
+                        break;
+                case ARG_TIMEOUT: {
+                        char *end;
+                        unsigned long v;
 
+                        errno = 0;
+                        v = strtoul(optarg, &end, 10);
+                        if (errno || end == optarg || *end || v > 1000000) {
+                                log_error("invalid timeout '%s' (seconds)", optarg);
+                                return -EINVAL;
+                        }
+                        arg_timeout = v;
+                        break;
+                }
+                default:
+                        return -EINVAL;
+                }
+        return 1;
+}
+
+int main(int argc, char *argv[]) {
+        int r;
+
+        log_set_program("rollbackctl");
+        r = parse_argv(argc, argv);
+        if (r <= 0)
+                return r < 0 ? EXIT_USAGE : 0;
         if (optind >= argc) {
                 log_error("missing command; see 'rollbackctl --help'");
                 return EXIT_USAGE;

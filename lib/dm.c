@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <inttypes.h>
+#include <libdevmapper.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+#include "dm.h"
+#include "macro.h"
+
+static void dm_task_destroyp(struct dm_task **t) {
+        if (*t)
+                dm_task_destroy(*t);
+}
+#define _cleanup_dm_task_ _cleanup_(dm_task_destroyp)
+
+/* libdevmapper says 1/0 and sets no errno we can rely on. */
+static int dm_errno(int fallback) {
+        return errno > 0 && errno != EINTR ? -errno : -fallback;
+}
+
+static int task_new(int type, const char *name, struct dm_task **ret) {
+        struct dm_task *t;
+
+        t = dm_task_create(type);
+        if (!t)
+                return -ENOMEM;
+        if (name && !dm_task_set_name(t, name)) {
+                dm_task_destroy(t);
+                return -EINVAL;
+        }
+        *ret = t;
+        return 0;
+}
+
+/* Runs a task; with a udev cookie for the ones that add or remove nodes. */
+static int task_run(struct dm_task *t, bool udev) {
+        uint32_t cookie = 0;
+        int ok;
+
+        if (udev && !dm_task_set_cookie(t, &cookie, 0))
+                return -EIO;
+        errno = 0;
+        ok = dm_task_run(t);
+        if (udev)
+                (void) dm_udev_wait(cookie);
+        return ok ? 0 : dm_errno(EIO);
+}
+
+int rbdm_info(const char *name, struct rbdm_info *ret) {
+        _cleanup_dm_task_ struct dm_task *t = NULL;
+        struct dm_info info;
+        const char *uuid;
+        int r;
+
+        r = task_new(DM_DEVICE_INFO, name, &t);
+        if (r < 0)
+                return r;
+        r = task_run(t, false);
+        if (r < 0)
+                return r;
+        if (!dm_task_get_info(t, &info))
+                return -EIO;
+        *ret = (struct rbdm_info) {
+                .exists = info.exists,
+                .suspended = info.suspended,
+                .live_table = info.live_table,
+                .inactive_table = info.inactive_table,
+                .open_count = info.open_count,
+                .major = info.major,
+                .minor = info.minor,
+        };
+        uuid = info.exists ? dm_task_get_uuid(t) : NULL;
+        if (uuid)
+                snprintf(ret->uuid, sizeof(ret->uuid), "%s", uuid);
+        return 0;
+}
+
+int rbdm_name_from_devnum(dev_t devnum, char **ret_name) {
+        _cleanup_dm_task_ struct dm_task *t = NULL;
+        struct dm_info info;
+        const char *name;
+        int r;
+
+        r = task_new(DM_DEVICE_INFO, NULL, &t);
+        if (r < 0)
+                return r;
+        if (!dm_task_set_major(t, major(devnum)) || !dm_task_set_minor(t, minor(devnum)))
+                return -EINVAL;
+        r = task_run(t, false);
+        if (r < 0)
+                return r;
+        if (!dm_task_get_info(t, &info) || !info.exists)
+                return -ENODEV;
+        name = dm_task_get_name(t);
+        if (!name)
+                return -ENODEV;
+        *ret_name = strdup(name);
+        return *ret_name ? 0 : -ENOMEM;
+}
+
+int rbdm_create(const char *name, const char *uuid) {
+        _cleanup_dm_task_ struct dm_task *t = NULL;
+        int r;
+
+        r = task_new(DM_DEVICE_CREATE, name, &t);
+        if (r < 0)
+                return r;
+        if (uuid && !dm_task_set_uuid(t, uuid))
+                return -EINVAL;
+        return task_run(t, true);
+}
+
+static int add_targets(struct dm_task *t, const char *table) {
+        const char *line = table;
+
+        while (line && *line) {
+                unsigned long long start, length;
+                char target[64];
+                int off = 0;
+                const char *end = strchrnul(line, '\n');
+                _cleanup_free_ char *copy = strndup(line, end - line);
+
+                if (!copy)
+                        return -ENOMEM;
+                if (copy[0] != 0) {
+                        if (sscanf(copy, "%llu %llu %63s %n", &start, &length, target, &off) < 3 || off == 0)
+                                return -EINVAL;
+                        if (!dm_task_add_target(t, start, length, target, copy + off))
+                                return -ENOMEM;
+                }
+                line = *end ? end + 1 : NULL;
+        }
+        return 0;
+}
+
+int rbdm_load(const char *name, const char *table) {
+        _cleanup_dm_task_ struct dm_task *t = NULL;
+        int r;
+
+        r = task_new(DM_DEVICE_RELOAD, name, &t);
+        if (r < 0)
+                return r;
+        r = add_targets(t, table);
+        if (r < 0)
+                return r;
+        return task_run(t, false);
+}
+
+static int simple(int type, const char *name, bool udev) {
+        _cleanup_dm_task_ struct dm_task *t = NULL;
+        int r;
+
+        r = task_new(type, name, &t);
+        if (r < 0)
+                return r;
+        return task_run(t, udev);
+}
+
+int rbdm_clear(const char *name) {
+        return simple(DM_DEVICE_CLEAR, name, false);
+}
+
+/* Suspends with the filesystem frozen, so a snapshot taken now is clean. */
+int rbdm_suspend(const char *name) {
+        return simple(DM_DEVICE_SUSPEND, name, false);
+}
+
+int rbdm_resume(const char *name) {
+        return simple(DM_DEVICE_RESUME, name, true);
+}
+
+int rbdm_remove(const char *name) {
+        _cleanup_dm_task_ struct dm_task *t = NULL;
+        int r;
+
+        r = task_new(DM_DEVICE_REMOVE, name, &t);
+        if (r < 0)
+                return r;
+        /* udev's probing can hold the device open for a moment. */
+        dm_task_retry_remove(t);
+        return task_run(t, true);
+}
+
+int rbdm_replace(const char *name, const char *table) {
+        int r;
+
+        r = rbdm_load(name, table);
+        if (r < 0)
+                return r;
+        r = rbdm_suspend(name);
+        if (r < 0) {
+                (void) rbdm_clear(name);
+                return r;
+        }
+        r = rbdm_resume(name);
+        if (r < 0) {
+                /* The new table did not come up: bring the old one back. */
+                (void) rbdm_clear(name);
+                (void) rbdm_resume(name);
+        }
+        return r;
+}
+
+int rbdm_table(const char *name, bool status, char **ret) {
+        _cleanup_dm_task_ struct dm_task *t = NULL;
+        _cleanup_free_ char *out = NULL;
+        size_t len = 0;
+        void *next = NULL;
+        int r;
+
+        r = task_new(status ? DM_DEVICE_STATUS : DM_DEVICE_TABLE, name, &t);
+        if (r < 0)
+                return r;
+        r = task_run(t, false);
+        if (r < 0)
+                return r;
+        out = strdup("");
+        if (!out)
+                return -ENOMEM;
+        do {
+                uint64_t start, length;
+                char *type = NULL, *params = NULL, *n;
+                int k;
+
+                next = dm_get_next_target(t, next, &start, &length, &type, &params);
+                if (!type)
+                        break;
+                k = asprintf(&n, "%s%" PRIu64 " %" PRIu64 " %s %s\n", out, start, length, type,
+                             params ? params : "");
+                if (k < 0)
+                        return -ENOMEM;
+                free(out);
+                out = n;
+                len = k;
+        } while (next);
+        (void) len;
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
+int rbdm_message(const char *name, const char *message) {
+        _cleanup_dm_task_ struct dm_task *t = NULL;
+        int r;
+
+        r = task_new(DM_DEVICE_TARGET_MSG, name, &t);
+        if (r < 0)
+                return r;
+        if (!dm_task_set_sector(t, 0) || !dm_task_set_message(t, message))
+                return -ENOMEM;
+        return task_run(t, false);
+}
+
+int rbdm_has_target(const char *target) {
+        _cleanup_dm_task_ struct dm_task *t = NULL;
+        struct dm_versions *v, *last;
+        int r;
+
+        r = task_new(DM_DEVICE_LIST_VERSIONS, NULL, &t);
+        if (r < 0)
+                return r;
+        r = task_run(t, false);
+        if (r < 0)
+                return r;
+        v = dm_task_get_versions(t);
+        do {
+                if (strcmp(v->name, target) == 0)
+                        return 1;
+                last = v;
+                v = (struct dm_versions *) ((char *) v + v->next);
+        } while (last != v);
+        return 0;
+}
+
+int rbdm_devt(const char *name, char ret[32]) {
+        struct rbdm_info info;
+        int r;
+
+        r = rbdm_info(name, &info);
+        if (r < 0)
+                return r;
+        if (!info.exists)
+                return -ENODEV;
+        snprintf(ret, 32, "%u:%u", info.major, info.minor);
+        return 0;
+}
+
+uint64_t rbdm_table_sectors(const char *table) {
+        uint64_t end = 0;
+
+        for (const char *line = table; line && *line;) {
+                unsigned long long start, length;
+
+                if (sscanf(line, "%llu %llu", &start, &length) == 2 && start + length > end)
+                        end = start + length;
+                line = strchr(line, '\n');
+                if (line)
+                        line++;
+        }
+        return end;
+}
+
+int rbdm_table_target(const char *table, char ret[32]) {
+        unsigned long long start, length;
+
+        ret[0] = 0;
+        if (!table || !*table)
+                return 0;
+        if (sscanf(table, "%llu %llu %31s", &start, &length, ret) != 3)
+                return -EINVAL;
+        return 0;
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/*
+ * The one typed device-mapper API of the project, over libdevmapper.
+ * Returns >= 0 or -errno; tables are text, one "start length target args"
+ * line per target.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define RB_DM_UUID_PREFIX "ROLLBACK-"
+#define RB_DM_NAME_PREFIX "rollback-"
+
+struct rbdm_info {
+        bool exists;
+        bool suspended;
+        bool live_table;
+        bool inactive_table;
+        int32_t open_count;
+        uint32_t major;
+        uint32_t minor;
+        char uuid[129];
+};
+
+int rbdm_info(const char *name, struct rbdm_info *ret);
+int rbdm_name_from_devnum(dev_t devnum, char **ret_name);
+int rbdm_create(const char *name, const char *uuid);
+int rbdm_load(const char *name, const char *table);
+int rbdm_clear(const char *name);
+int rbdm_suspend(const char *name);
+int rbdm_resume(const char *name);
+int rbdm_remove(const char *name);
+/* Load, suspend, resume; on a failed resume the old table is resumed again. */
+int rbdm_replace(const char *name, const char *table);
+/* status = false: the table; true: the status lines. */
+int rbdm_table(const char *name, bool status, char **ret);
+int rbdm_message(const char *name, const char *message);
+int rbdm_has_target(const char *target);
+/* "major:minor" of a device, for table lines. */
+int rbdm_devt(const char *name, char ret[32]);
+uint64_t rbdm_table_sectors(const char *table);
+/* The target name of the first line of a table ("" when empty). */
+int rbdm_table_target(const char *table, char ret[32]);

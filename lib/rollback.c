@@ -1,0 +1,1140 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <blkid/blkid.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "dm.h"
+#include "rollback.h"
+#include "strv.h"
+#include "tables.h"
+
+static const char *const merge_state_table[_MERGE_STATE_MAX] = {
+        [MERGE_NONE] = "none",
+        [MERGE_RUNNING] = "running",
+        [MERGE_FAILED] = "failed",
+        [MERGE_DONE] = "done",
+};
+
+DEFINE_STRING_TABLE(merge_state, enum merge_state, _MERGE_STATE_MAX);
+
+static uint64_t now_usec(clockid_t clock) {
+        struct timespec ts;
+
+        clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int rb_lock(int *ret_fd) {
+        int fd;
+
+        fd = open(RB_LOCK_PATH, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        if (flock(fd, LOCK_EX) < 0) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
+static bool is_our_device(const char *kname) {
+        char path[PATH_MAX], uuid[160] = "";
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/sys/class/block/%s/dm/uuid", kname);
+        f = fopen(path, "re");
+        if (!f)
+                return false;
+        if (!fgets(uuid, sizeof(uuid), f))
+                uuid[0] = 0;
+        fclose(f);
+        return strncmp(uuid, RB_DM_UUID_PREFIX, strlen(RB_DM_UUID_PREFIX)) == 0;
+}
+
+int rb_pool_find(char **ret_path) {
+        _cleanup_free_ char *found = NULL;
+        DIR *d;
+        struct dirent *de;
+        int n = 0;
+
+        d = opendir("/sys/class/block");
+        if (!d)
+                return -errno;
+        while ((de = readdir(d))) {
+                char path[PATH_MAX], magic[8];
+                int fd;
+                ssize_t k;
+
+                if (de->d_name[0] == '.' || strncmp(de->d_name, "loop", 4) == 0 ||
+                    strncmp(de->d_name, "sr", 2) == 0 || strncmp(de->d_name, "ram", 3) == 0 ||
+                    is_our_device(de->d_name))
+                        continue;
+                snprintf(path, sizeof(path), "/dev/%s", de->d_name);
+                fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+                if (fd < 0)
+                        continue;
+                k = pread(fd, magic, sizeof(magic), 0);
+                close(fd);
+                if (k != sizeof(magic) || memcmp(magic, POOL_MAGIC, 8) != 0)
+                        continue;
+                n++;
+                free(found);
+                found = strdup(path);
+                if (!found) {
+                        closedir(d);
+                        return -ENOMEM;
+                }
+        }
+        closedir(d);
+        if (n == 0)
+                return -ENOMEDIUM;
+        if (n > 1)
+                return -ENOTUNIQ;
+        *ret_path = TAKE_PTR(found);
+        return 0;
+}
+
+int rb_pool_open(const char *path, struct pool **ret) {
+        _cleanup_free_ char *found = NULL;
+        int r;
+
+        if (!path) {
+                r = rb_pool_find(&found);
+                if (r < 0)
+                        return r;
+                path = found;
+        }
+        return pool_open(path, true, ret);
+}
+
+int rb_pool_reload(struct pool *p) {
+        struct pool *fresh;
+        int r;
+
+        r = pool_load(p->fd, &fresh);
+        if (r < 0)
+                return r;
+        pool_meta_done(&p->meta);
+        p->meta = fresh->meta;
+        p->geo = fresh->geo;
+        p->seq = fresh->seq;
+        p->slot = fresh->slot;
+        fresh->meta = (struct pool_meta) {};
+        pool_free(fresh);
+        return 0;
+}
+
+/* The device of the filesystem mounted at /, from the last matching mountinfo line. */
+static int root_devnum(dev_t *ret) {
+        FILE *f;
+        char line[4096];
+        unsigned ma, mi;
+        bool found = false;
+
+        f = fopen("/proc/self/mountinfo", "re");
+        if (!f)
+                return -errno;
+        while (fgets(line, sizeof(line), f)) {
+                char root[PATH_MAX], mnt[PATH_MAX];
+
+                if (sscanf(line, "%*u %*u %u:%u %4095s %4095s", &ma, &mi, root, mnt) == 4 &&
+                    strcmp(mnt, "/") == 0) {
+                        *ret = makedev(ma, mi);
+                        found = true;
+                }
+        }
+        fclose(f);
+        return found ? 0 : -ENOENT;
+}
+
+int rb_volume_resolve(const char *arg, char **ret_name) {
+        _cleanup_free_ char *name = NULL;
+        struct rbdm_info info;
+        dev_t devnum;
+        int r;
+
+        if (!arg || arg[0] == '/') {
+                if (arg) {
+                        struct stat st;
+
+                        if (stat(arg, &st) < 0)
+                                return -errno;
+                        if (!S_ISBLK(st.st_mode))
+                                return -ENOTBLK;
+                        devnum = st.st_rdev;
+                } else {
+                        r = root_devnum(&devnum);
+                        if (r < 0)
+                                return r;
+                }
+                r = rbdm_name_from_devnum(devnum, &name);
+                if (r < 0) {
+                        /* Not a dm device: say which one it is. */
+                        _cleanup_free_ char *dev = blkid_devno_to_devname(devnum);
+
+                        return r == -ENODEV || dev ? -ENOTBLK : r;
+                }
+        } else {
+                name = strdup(arg);
+                if (!name)
+                        return -ENOMEM;
+        }
+        r = rbdm_info(name, &info);
+        if (r < 0)
+                return r;
+        if (!info.exists || !info.live_table)
+                return -ENODEV;
+        if (strncmp(info.uuid, RB_DM_UUID_PREFIX, strlen(RB_DM_UUID_PREFIX)) == 0)
+                return -EISDIR; /* one of our own devices: not a volume */
+        *ret_name = TAKE_PTR(name);
+        return 0;
+}
+
+static void load_module(const char *module) {
+        pid_t pid;
+
+        pid = fork();
+        if (pid < 0)
+                return;
+        if (pid == 0) {
+                int null = open("/dev/null", O_RDWR);
+                if (null >= 0) {
+                        dup2(null, STDOUT_FILENO);
+                        dup2(null, STDERR_FILENO);
+                }
+                execlp("modprobe", "modprobe", "-q", module, (char *) NULL);
+                _exit(127);
+        }
+        (void) waitpid(pid, NULL, 0);
+}
+
+static int backend_available(enum backend b, bool need_merge) {
+        const struct backend_targets *t = backend_targets(b);
+        int r;
+
+        r = rbdm_has_target(t->origin);
+        if (r == 0) {
+                load_module(t->module);
+                r = rbdm_has_target(t->origin);
+        }
+        if (r <= 0)
+                return r;
+        r = rbdm_has_target(t->snapshot);
+        if (r <= 0 || !need_merge)
+                return r;
+        return rbdm_has_target(t->merge);
+}
+
+int rb_backend_resolve(enum backend want, bool need_merge, enum backend *ret) {
+        int r;
+
+        if (want == BACKEND_AUTO) {
+                r = backend_available(BACKEND_ROLLBACK, need_merge);
+                if (r > 0) {
+                        *ret = BACKEND_ROLLBACK;
+                        return 0;
+                }
+                want = BACKEND_UPSTREAM;
+        }
+        r = backend_available(want, need_merge);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -EOPNOTSUPP;
+        *ret = want;
+        return 0;
+}
+
+/* What the volume's dm device is now. */
+struct stack {
+        char *table;
+        enum backend backend;   /* of its origin or merge table; invalid when plain */
+        bool merging;
+        char *real_name;
+        char *real_table;       /* the volume's own table, wherever it is now */
+        char real_devt[32];
+        uint64_t sectors;
+};
+
+static void stack_done(struct stack *st) {
+        free(st->table);
+        free(st->real_name);
+        free(st->real_table);
+}
+
+static int stack_read(const char *volume, struct stack *st) {
+        char target[32];
+        int r;
+
+        *st = (struct stack) { .backend = _BACKEND_INVALID };
+        r = rbdm_table(volume, false, &st->table);
+        if (r < 0)
+                return r;
+        r = rbdm_table_target(st->table, target);
+        if (r < 0)
+                return r;
+        st->backend = backend_of_target(target, &st->merging);
+        r = name_real(volume, &st->real_name);
+        if (r < 0)
+                return r;
+        if (st->backend < 0) {
+                st->real_table = strdup(st->table);
+                if (!st->real_table)
+                        return -ENOMEM;
+        } else {
+                r = rbdm_table(st->real_name, false, &st->real_table);
+                if (r < 0)
+                        return r;
+                r = rbdm_devt(st->real_name, st->real_devt);
+                if (r < 0)
+                        return r;
+        }
+        st->sectors = rbdm_table_sectors(st->real_table);
+        return st->sectors > 0 ? 0 : -EINVAL;
+}
+
+static int zero_cow_header(struct pool *p, const struct snapshot *s) {
+        size_t len = 2 * 512 * (size_t) s->chunk_sectors;
+        _cleanup_free_ void *zero = calloc(1, len);
+        uint64_t off = (p->geo.data_offset + s->extents[0].start * p->geo.extent_sectors) * 512;
+
+        if (!zero)
+                return -ENOMEM;
+        /* A zeroed header makes the kernel start a new store, never adopt an old one. */
+        if (pwrite(p->fd, zero, len, off) != (ssize_t) len)
+                return errno > 0 ? -errno : -EIO;
+        if (fdatasync(p->fd) < 0)
+                return -errno;
+        return 0;
+}
+
+static int make_snapshot_name(struct pool *p, char **ret) {
+        char buf[64];
+        time_t t = time(NULL);
+        struct tm tm;
+
+        localtime_r(&t, &tm);
+        strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
+        for (int i = 0; i < 100; i++) {
+                char name[80];
+
+                if (i == 0)
+                        snprintf(name, sizeof(name), "%s", buf);
+                else
+                        snprintf(name, sizeof(name), "%s-%d", buf, i);
+                if (!pool_find_snapshot(p, name)) {
+                        *ret = strdup(name);
+                        return *ret ? 0 : -ENOMEM;
+                }
+        }
+        return -EEXIST;
+}
+
+static bool name_is_reserved(const char *name) {
+        size_t n = strlen(name);
+
+        return (n >= 5 && strcmp(name + n - 5, "-real") == 0) || (n >= 4 && strcmp(name + n - 4, "-cow") == 0);
+}
+
+/* Creates (inactive or live) one of our devices with a table. */
+static int device_create(const char *name, const char *uuid, const char *table, bool resume) {
+        int r;
+
+        r = rbdm_create(name, uuid);
+        if (r < 0)
+                return r;
+        r = rbdm_load(name, table);
+        if (r >= 0 && resume)
+                r = rbdm_resume(name);
+        if (r < 0)
+                (void) rbdm_remove(name);
+        return r;
+}
+
+static int cow_device_create(struct pool *p, const struct snapshot *s, bool *created) {
+        _cleanup_free_ char *name = NULL, *uuid = NULL, *table = NULL;
+        struct rbdm_info info;
+        int r;
+
+        *created = false;
+        if ((r = name_cow(s, &name)) < 0 || (r = uuid_cow(s, &uuid)) < 0 ||
+            (r = table_cow(&p->geo, p->devnum, s, &table)) < 0)
+                return r;
+        r = rbdm_info(name, &info);
+        if (r < 0)
+                return r;
+        if (info.exists)
+                return 0;
+        r = device_create(name, uuid, table, true);
+        if (r < 0)
+                return r;
+        *created = true;
+        return 0;
+}
+
+static int snapshot_table(const struct stack *st, enum backend b, const struct snapshot *s, bool merge,
+                          char **ret) {
+        _cleanup_free_ char *cow = NULL;
+        char cow_devt[32];
+        int r;
+
+        r = name_cow(s, &cow);
+        if (r < 0)
+                return r;
+        r = rbdm_devt(cow, cow_devt);
+        if (r < 0)
+                return r;
+        return (merge ? table_merge : table_snapshot)(b, st->sectors, st->real_devt, cow_devt,
+                                                      s->chunk_sectors, ret);
+}
+
+static void remove_named(int (*namer)(const struct snapshot *, char **), const struct snapshot *s) {
+        _cleanup_free_ char *name = NULL;
+        struct rbdm_info info;
+
+        if (namer(s, &name) < 0 || rbdm_info(name, &info) < 0 || !info.exists)
+                return;
+        (void) rbdm_remove(name);
+}
+
+int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_create *c, char **ret_name) {
+        _cleanup_free_ char *name = NULL, *snap_name = NULL, *snap_uuid = NULL, *origin = NULL,
+                            *snap_table = NULL, *real_uuid = NULL;
+        _cleanup_(stack_done) struct stack st = {};
+        struct rbdm_info info;
+        struct snapshot *s;
+        struct volume *v;
+        enum backend b;
+        bool armed, real_created = false, cow_created = false, snap_created = false, suspended = false;
+        uint64_t size, extents;
+        int r;
+
+        if (p->devnum == 0)
+                return -ENOTBLK;
+        if (c->name) {
+                if (!snapshot_name_is_valid(c->name) || name_is_reserved(c->name))
+                        return -EINVAL;
+                if (pool_find_snapshot(p, c->name))
+                        return -EEXIST;
+                name = strdup(c->name);
+                if (!name)
+                        return -ENOMEM;
+        } else {
+                r = make_snapshot_name(p, &name);
+                if (r < 0)
+                        return r;
+        }
+
+        r = rbdm_info(volume, &info);
+        if (r < 0)
+                return r;
+        if (!info.exists)
+                return -ENODEV;
+        r = stack_read(volume, &st);
+        if (r < 0)
+                return r;
+        if (st.merging)
+                return -EBUSY;
+        armed = st.backend >= 0;
+        if (armed)
+                b = st.backend;
+        else {
+                r = rb_backend_resolve(p->meta.settings.backend, false, &b);
+                if (r < 0)
+                        return r;
+        }
+
+        v = pool_find_volume(p, volume);
+        if (!v) {
+                v = pool_add_volume(p, volume, info.uuid[0] ? info.uuid : NULL, st.real_table);
+                if (!v)
+                        return -ENOMEM;
+        }
+
+        size = c->size ? c->size : st.sectors * 512 / 100 * p->meta.settings.snapshot_percent;
+        extents = (size + p->geo.extent_sectors * 512 - 1) / (p->geo.extent_sectors * 512);
+        if (extents == 0)
+                extents = 1;
+
+        s = pool_add_snapshot(p);
+        if (!s)
+                return -ENOMEM;
+        s->name = TAKE_PTR(name);
+        s->volume = strdup(volume);
+        s->description = c->description ? strdup(c->description) : NULL;
+        s->created_usec = now_usec(CLOCK_REALTIME);
+        s->chunk_sectors = p->meta.settings.chunk_sectors;
+        s->state = SNAPSHOT_ACTIVE;
+        s->upgrade = c->upgrade;
+        if (!s->volume || (c->description && !s->description))
+                goto fail_nomem;
+        r = snapshot_id_new(&s->id);
+        if (r < 0)
+                goto fail;
+        r = pool_allocate_extents(p, extents, &s->extents, &s->n_extents);
+        if (r < 0)
+                goto fail;
+        r = zero_cow_header(p, s);
+        if (r < 0)
+                goto fail;
+
+        if (!armed) {
+                r = uuid_real(v, &real_uuid);
+                if (r < 0)
+                        goto fail;
+                r = device_create(st.real_name, real_uuid, st.real_table, true);
+                if (r < 0)
+                        goto fail;
+                real_created = true;
+                r = rbdm_devt(st.real_name, st.real_devt);
+                if (r < 0)
+                        goto undo;
+        }
+        r = cow_device_create(p, s, &cow_created);
+        if (r < 0)
+                goto undo;
+        if ((r = name_snapshot(s, &snap_name)) < 0 || (r = uuid_snapshot(s, &snap_uuid)) < 0 ||
+            (r = snapshot_table(&st, b, s, false, &snap_table)) < 0)
+                goto undo;
+        r = device_create(snap_name, snap_uuid, snap_table, false);
+        if (r < 0)
+                goto undo;
+        snap_created = true;
+        if (!armed) {
+                r = table_origin(b, st.sectors, st.real_devt, &origin);
+                if (r < 0)
+                        goto undo;
+                r = rbdm_load(volume, origin);
+                if (r < 0)
+                        goto undo;
+        }
+
+        /* The volume is frozen while the snapshot starts: its first state is a clean one. */
+        r = rbdm_suspend(volume);
+        if (r < 0)
+                goto undo;
+        suspended = true;
+        r = rbdm_resume(snap_name);
+        if (r < 0)
+                goto undo;
+        r = rbdm_resume(volume);
+        if (r < 0)
+                goto undo;
+        suspended = false;
+
+        r = pool_commit(p);
+        if (r < 0)
+                goto undo_live;
+        if (ret_name) {
+                *ret_name = strdup(s->name);
+                if (!*ret_name)
+                        return -ENOMEM;
+        }
+        return 0;
+
+undo_live:
+        /* Live, but not recorded: take it all down again. */
+        (void) rbdm_suspend(volume);
+        suspended = true;
+        if (!armed)
+                (void) rbdm_load(volume, st.real_table);
+undo:
+        if (!armed && !suspended)
+                (void) rbdm_clear(volume);
+        if (suspended) {
+                if (armed)
+                        (void) rbdm_clear(volume);
+                (void) rbdm_resume(volume);
+        }
+        if (snap_created)
+                (void) rbdm_remove(snap_name);
+        if (cow_created)
+                remove_named(name_cow, s);
+        if (real_created)
+                (void) rbdm_remove(st.real_name);
+        goto fail;
+fail_nomem:
+        r = -ENOMEM;
+fail:
+        (void) rb_pool_reload(p);
+        return r;
+}
+
+/* Puts the volume back on its own table and removes the -real device. */
+static int disarm(const char *volume, const struct stack *st) {
+        int r;
+
+        r = rbdm_replace(volume, st->real_table);
+        if (r < 0)
+                return r;
+        return rbdm_remove(st->real_name);
+}
+
+int rb_snapshot_delete(struct pool *p, const char *name) {
+        _cleanup_free_ char *snap_name = NULL, *volume = NULL;
+        _cleanup_(stack_done) struct stack st = {};
+        struct rbdm_info info, vinfo;
+        struct snapshot *s;
+        struct volume *v;
+        bool last;
+        int r;
+
+        s = pool_find_snapshot(p, name);
+        if (!s)
+                return -ENOENT;
+        if (s->state == SNAPSHOT_MERGING)
+                return -EBUSY;
+        volume = strdup(s->volume);
+        if (!volume)
+                return -ENOMEM;
+        r = name_snapshot(s, &snap_name);
+        if (r < 0)
+                return r;
+        r = rbdm_info(snap_name, &info);
+        if (r < 0)
+                return r;
+        if (info.exists && info.open_count > 0)
+                return -EADDRINUSE;
+        last = pool_count_snapshots(p, volume, false) == 1;
+
+        r = rbdm_info(volume, &vinfo);
+        if (r < 0)
+                return r;
+        if (vinfo.exists) {
+                r = stack_read(volume, &st);
+                if (r < 0)
+                        return r;
+        }
+        if (info.exists) {
+                bool suspend = vinfo.exists && st.backend >= 0;
+
+                if (suspend) {
+                        r = rbdm_suspend(volume);
+                        if (r < 0)
+                                return r;
+                }
+                r = rbdm_remove(snap_name);
+                if (suspend)
+                        (void) rbdm_resume(volume);
+                if (r < 0)
+                        return r;
+        }
+        if (last && vinfo.exists && st.backend >= 0 && !st.merging) {
+                r = disarm(volume, &st);
+                if (r < 0)
+                        return r;
+        }
+        remove_named(name_cow, s);
+
+        v = pool_find_volume(p, volume);
+        if (v && v->revert && strcmp(v->revert, name) == 0) {
+                free(v->revert);
+                v->revert = NULL;
+        }
+        pool_remove_snapshot(p, s);
+        if (last && v && !v->merging)
+                pool_remove_volume(p, v);
+        return pool_commit(p);
+}
+
+int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage *ret) {
+        _cleanup_free_ char *dev = NULL, *status = NULL;
+        unsigned long long a, t, m;
+        const char *params;
+        struct rbdm_info info;
+        int r, skip = 0;
+
+        *ret = (struct rb_usage) {};
+        if (s->state == SNAPSHOT_MERGING)
+                dev = strdup(s->volume);
+        else
+                r = name_snapshot(s, &dev);
+        if (!dev)
+                return -ENOMEM;
+        r = rbdm_info(dev, &info);
+        if (r < 0)
+                return r;
+        if (!info.exists || !info.live_table)
+                return 0;
+        r = rbdm_table(dev, true, &status);
+        if (r < 0)
+                return r;
+        ret->present = true;
+        /* "start len target <status>" */
+        if (sscanf(status, "%*u %*u %*s %n", &skip) < 0 || skip == 0)
+                return -EIO;
+        params = status + skip;
+        if (sscanf(params, "%llu/%llu %llu", &a, &t, &m) == 3) {
+                ret->allocated = a;
+                ret->total = t;
+                ret->metadata = m;
+        } else
+                ret->invalid = true;    /* Invalid, Overflow, Merge failed */
+        return 0;
+}
+
+int rb_refresh_states(struct pool *p, unsigned *ret_changed) {
+        unsigned changed = 0;
+
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                struct snapshot *s = &p->meta.snapshots[i];
+                struct rb_usage u;
+
+                if (s->state != SNAPSHOT_ACTIVE)
+                        continue;
+                if (rb_snapshot_usage(p, s, &u) < 0 || !u.present || !u.invalid)
+                        continue;
+                s->state = SNAPSHOT_INVALID;
+                changed++;
+        }
+        if (ret_changed)
+                *ret_changed = changed;
+        return changed > 0 ? pool_commit(p) : 0;
+}
+
+int rb_cancel_revert(struct pool *p, const char *volume) {
+        unsigned n = 0;
+
+        for (size_t i = 0; i < p->meta.n_volumes; i++) {
+                struct volume *v = &p->meta.volumes[i];
+
+                if ((volume && strcmp(v->name, volume) != 0) || !v->revert)
+                        continue;
+                free(v->revert);
+                v->revert = NULL;
+                n++;
+        }
+        if (n == 0)
+                return -ENOENT;
+        return pool_commit(p);
+}
+
+/* Loads the merge table: the volume is not in use, so the stack can be rebuilt freely. */
+static int merge_now(struct pool *p, struct volume *v, struct snapshot *s) {
+        _cleanup_(stack_done) struct stack st = {};
+        _cleanup_free_ char *merge = NULL, *snap_name = NULL;
+        struct rbdm_info info;
+        enum backend b;
+        int r;
+
+        r = rb_backend_resolve(p->meta.settings.backend, true, &b);
+        if (r < 0)
+                return r;
+        r = stack_read(v->name, &st);
+        if (r < 0)
+                return r;
+        if (st.backend < 0 || st.merging)
+                return -EBUSY;
+
+        /* Other snapshots must be of the merging backend to see the merge's writes. */
+        if (b != st.backend) {
+                for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                        struct snapshot *o = &p->meta.snapshots[i];
+                        _cleanup_free_ char *n = NULL;
+
+                        if (o == s || strcmp(o->volume, v->name) != 0 || name_snapshot(o, &n) < 0)
+                                continue;
+                        if (rbdm_info(n, &info) >= 0 && info.exists && info.open_count > 0)
+                                return -EADDRINUSE;
+                }
+        }
+
+        r = name_snapshot(s, &snap_name);
+        if (r < 0)
+                return r;
+        r = snapshot_table(&st, b, s, true, &merge);
+        if (r < 0)
+                return r;
+        r = rbdm_suspend(v->name);
+        if (r < 0)
+                return r;
+        remove_named(name_snapshot, s);
+        if (b != st.backend)
+                for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                        struct snapshot *o = &p->meta.snapshots[i];
+                        _cleanup_free_ char *n = NULL, *t = NULL;
+
+                        if (o == s || strcmp(o->volume, v->name) != 0 || o->state != SNAPSHOT_ACTIVE)
+                                continue;
+                        if (name_snapshot(o, &n) < 0 || snapshot_table(&st, b, o, false, &t) < 0)
+                                continue;
+                        /* Same COW, the other implementation: the format is the same. */
+                        (void) rbdm_remove(n);
+                        if (rbdm_create(n, NULL) < 0)
+                                continue;
+                        if (rbdm_load(n, t) < 0 || rbdm_resume(n) < 0)
+                                (void) rbdm_remove(n);
+                }
+        r = rbdm_load(v->name, merge);
+        if (r < 0)
+                goto resume;
+        r = rbdm_resume(v->name);
+        if (r < 0)
+                (void) rbdm_clear(v->name);
+        else
+                return 0;
+resume:
+        (void) rbdm_resume(v->name);
+        return r;
+}
+
+int rb_revert(struct pool *p, const char *name, bool now) {
+        struct snapshot *s;
+        struct volume *v;
+        struct rb_usage u;
+        struct rbdm_info info;
+        int r;
+
+        s = pool_find_snapshot(p, name);
+        if (!s)
+                return -ENOENT;
+        if (s->state != SNAPSHOT_ACTIVE)
+                return s->state == SNAPSHOT_MERGING ? -EALREADY : -ESTALE;
+        r = rb_snapshot_usage(p, s, &u);
+        if (r < 0)
+                return r;
+        if (u.invalid) {
+                s->state = SNAPSHOT_INVALID;
+                (void) pool_commit(p);
+                return -ESTALE;
+        }
+        v = pool_find_volume(p, s->volume);
+        if (!v)
+                return -EBADMSG;
+        if (v->merging)
+                return -EBUSY;
+
+        if (!now) {
+                free(v->revert);
+                v->revert = strdup(name);
+                if (!v->revert)
+                        return -ENOMEM;
+                return pool_commit(p);
+        }
+
+        r = rbdm_info(v->name, &info);
+        if (r < 0)
+                return r;
+        if (!info.exists)
+                return -ENODEV;
+        if (info.open_count > 0)
+                return -EADDRINUSE;
+
+        /* Recorded first: a crash from here on resumes the merge at boot. */
+        free(v->revert);
+        v->revert = NULL;
+        v->merging = strdup(name);
+        if (!v->merging)
+                return -ENOMEM;
+        v->merge_start_usec = now_usec(CLOCK_REALTIME);
+        v->merge_start_chunks = u.allocated > u.metadata ? (u.allocated - u.metadata) / s->chunk_sectors : 0;
+        s->state = SNAPSHOT_MERGING;
+        r = pool_commit(p);
+        if (r < 0)
+                goto fail;
+        r = merge_now(p, v, s);
+        if (r < 0) {
+                /* Nothing merged: the snapshot is as it was. */
+                s = pool_find_snapshot(p, name);
+                v = pool_find_volume(p, s->volume);
+                s->state = SNAPSHOT_ACTIVE;
+                free(v->merging);
+                v->merging = NULL;
+                (void) pool_commit(p);
+                return r;
+        }
+        return 0;
+fail:
+        (void) rb_pool_reload(p);
+        return r;
+}
+
+/* After a merge: the volume becomes an origin again (other snapshots) or plain. */
+static int merge_finish(struct pool *p, struct volume *v, struct snapshot *s, const struct stack *st) {
+        _cleanup_free_ char *volume = strdup(v->name), *origin = NULL;
+        bool others = pool_count_snapshots(p, v->name, false) > 1;
+        int r;
+
+        if (!volume)
+                return -ENOMEM;
+        if (others) {
+                r = table_origin(st->backend, st->sectors, st->real_devt, &origin);
+                if (r < 0)
+                        return r;
+                r = rbdm_replace(volume, origin);
+        } else
+                r = disarm(volume, st);
+        if (r < 0)
+                return r;
+        remove_named(name_cow, s);
+        pool_remove_snapshot(p, s);
+        v = pool_find_volume(p, volume);
+        free(v->merging);
+        v->merging = NULL;
+        if (!others)
+                pool_remove_volume(p, v);
+        return pool_commit(p);
+}
+
+int rb_merge_poll(struct pool *p, const char *volume, bool finish, struct rb_merge_progress *ret) {
+        _cleanup_(stack_done) struct stack st = {};
+        struct snapshot *s;
+        struct volume *v;
+        struct rb_usage u;
+        uint64_t remaining, elapsed;
+        int r;
+
+        *ret = (struct rb_merge_progress) { .state = MERGE_NONE, .eta_seconds = -1 };
+        v = pool_find_volume(p, volume);
+        if (!v || !v->merging)
+                return 0;
+        s = pool_find_snapshot(p, v->merging);
+        if (!s)
+                return -EBADMSG;
+        r = stack_read(volume, &st);
+        if (r < 0)
+                return r;
+        if (!st.merging) {
+                /* Recorded, but not loaded (yet): at the next boot it will be. */
+                ret->state = MERGE_RUNNING;
+                ret->chunks_total = ret->chunks_remaining = v->merge_start_chunks;
+                return 0;
+        }
+        r = rb_snapshot_usage(p, s, &u);
+        if (r < 0)
+                return r;
+        if (u.invalid) {
+                ret->state = MERGE_FAILED;
+                return 0;
+        }
+        remaining = u.allocated > u.metadata ? (u.allocated - u.metadata) / s->chunk_sectors : 0;
+        ret->chunks_total = v->merge_start_chunks > remaining ? v->merge_start_chunks : remaining;
+        ret->chunks_remaining = remaining;
+        ret->percent = ret->chunks_total ? 100.0 * (ret->chunks_total - remaining) / ret->chunks_total : 100.0;
+        elapsed = now_usec(CLOCK_REALTIME) - v->merge_start_usec;
+        if (remaining < ret->chunks_total && elapsed > 0)
+                ret->eta_seconds = (int64_t) ((double) remaining * elapsed / 1e6 /
+                                              (ret->chunks_total - remaining));
+        if (remaining > 0) {
+                ret->state = MERGE_RUNNING;
+                return 0;
+        }
+        ret->state = MERGE_DONE;
+        ret->percent = 100.0;
+        ret->eta_seconds = 0;
+        if (!finish)
+                return 0;
+        return merge_finish(p, v, s, &st);
+}
+
+int rb_snapshot_extend(struct pool *p, const char *name, uint64_t count) {
+        _cleanup_free_ struct extent_run *runs = NULL;
+        _cleanup_free_ char *cow = NULL, *table = NULL;
+        struct extent_run *all;
+        struct snapshot *s;
+        size_t n;
+        int r;
+
+        s = pool_find_snapshot(p, name);
+        if (!s)
+                return -ENOENT;
+        if (s->state != SNAPSHOT_ACTIVE)
+                return -ESTALE;
+        r = pool_allocate_extents(p, count, &runs, &n);
+        if (r < 0)
+                return r;
+        all = reallocarray(s->extents, s->n_extents + n, sizeof(*all));
+        if (!all)
+                return -ENOMEM;
+        s->extents = all;
+        for (size_t i = 0; i < n; i++) {
+                struct extent_run *last = &s->extents[s->n_extents - 1];
+
+                if (last->start + last->count == runs[i].start)
+                        last->count += runs[i].count;
+                else
+                        s->extents[s->n_extents++] = runs[i];
+        }
+        /* Reserved on disk before the COW can use them. */
+        r = pool_commit(p);
+        if (r < 0) {
+                (void) rb_pool_reload(p);
+                return r;
+        }
+        if ((r = name_cow(s, &cow)) < 0 || (r = table_cow(&p->geo, p->devnum, s, &table)) < 0)
+                return r;
+        return rbdm_replace(cow, table);
+}
+
+int rb_apply_retention(struct pool *p, const char *volume, unsigned *ret_deleted) {
+        unsigned deleted = 0, retain = p->meta.settings.retain;
+
+        if (ret_deleted)
+                *ret_deleted = 0;
+        if (retain == 0)
+                return 0;
+        for (;;) {
+                struct snapshot *oldest = NULL;
+                size_t n = 0;
+                int r;
+
+                for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                        struct snapshot *s = &p->meta.snapshots[i];
+
+                        if (!s->upgrade || strcmp(s->volume, volume) != 0 || s->state == SNAPSHOT_MERGING)
+                                continue;
+                        n++;
+                        if (!oldest || s->created_usec < oldest->created_usec)
+                                oldest = s;
+                }
+                if (n <= retain)
+                        break;
+                /* The snapshot pending revert is kept whatever its age. */
+                {
+                        struct volume *v = pool_find_volume(p, volume);
+                        if (v && v->revert && strcmp(v->revert, oldest->name) == 0)
+                                break;
+                }
+                _cleanup_free_ char *name = strdup(oldest->name);
+                if (!name)
+                        return -ENOMEM;
+                r = rb_snapshot_delete(p, name);
+                if (r < 0)
+                        return r;
+                deleted++;
+        }
+        if (ret_deleted)
+                *ret_deleted = deleted;
+        return 0;
+}
+
+int rb_list_json(struct pool *p, json_object **ret) {
+        json_object *a = json_object_new_array();
+
+        if (!a)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                const struct snapshot *s = &p->meta.snapshots[i];
+                const struct volume *v = pool_find_volume(p, s->volume);
+                json_object *o = json_object_new_object();
+                uint64_t size = snapshot_extent_count(s) * p->geo.extent_sectors * 512;
+                struct rb_usage u;
+                _cleanup_free_ char *dev = NULL;
+                const char *state = snapshot_state_to_string(s->state);
+
+                if (rb_snapshot_usage(p, s, &u) < 0)
+                        u = (struct rb_usage) {};
+                if (s->state == SNAPSHOT_ACTIVE && u.invalid)
+                        state = snapshot_state_to_string(SNAPSHOT_INVALID);
+                json_object_object_add(o, "name", json_object_new_string(s->name));
+                json_object_object_add(o, "volume", json_object_new_string(s->volume));
+                json_object_object_add(o, "created_usec", json_object_new_uint64(s->created_usec));
+                json_object_object_add(o, "description",
+                                       s->description ? json_object_new_string(s->description) : NULL);
+                json_object_object_add(o, "state", json_object_new_string(state));
+                json_object_object_add(o, "upgrade", json_object_new_boolean(s->upgrade));
+                json_object_object_add(o, "revert_pending",
+                                       json_object_new_boolean(v && v->revert && strcmp(v->revert, s->name) == 0));
+                json_object_object_add(o, "size_bytes", json_object_new_uint64(size));
+                json_object_object_add(o, "used_bytes", json_object_new_uint64(u.allocated * 512));
+                json_object_object_add(o, "used_percent",
+                                       json_object_new_double(u.total ? 100.0 * u.allocated / u.total : 0.0));
+                json_object_object_add(o, "chunk_sectors", json_object_new_uint64(s->chunk_sectors));
+                if (s->state == SNAPSHOT_ACTIVE && name_snapshot(s, &dev) >= 0 && u.present) {
+                        char path[PATH_MAX];
+
+                        snprintf(path, sizeof(path), "/dev/mapper/%s", dev);
+                        json_object_object_add(o, "device", json_object_new_string(path));
+                } else
+                        json_object_object_add(o, "device", NULL);
+                json_object_array_add(a, o);
+        }
+        *ret = a;
+        return 0;
+}
+
+int rb_status_json(struct pool *p, json_object **ret) {
+        json_object *root = json_object_new_object(), *pool, *volumes, *snapshots;
+        uint64_t extent_bytes = p->geo.extent_sectors * 512, free_extents = pool_free_extents(p);
+        char uuid[37];
+        const uint8_t *u = p->geo.uuid;
+        int r;
+
+        if (!root)
+                return -ENOMEM;
+        snprintf(uuid, sizeof(uuid), "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+        pool = json_object_new_object();
+        json_object_object_add(pool, "device", json_object_new_string(p->path ? p->path : ""));
+        json_object_object_add(pool, "uuid", json_object_new_string(uuid));
+        json_object_object_add(pool, "extent_size_bytes", json_object_new_uint64(extent_bytes));
+        json_object_object_add(pool, "extents_total", json_object_new_uint64(p->geo.extent_count));
+        json_object_object_add(pool, "extents_free", json_object_new_uint64(free_extents));
+        json_object_object_add(pool, "used_percent",
+                               json_object_new_double(p->geo.extent_count ?
+                                       100.0 * (p->geo.extent_count - free_extents) / p->geo.extent_count : 0.0));
+        json_object_object_add(pool, "metadata_sequence", json_object_new_uint64(p->seq));
+        json_object_object_add(pool, "backend",
+                               json_object_new_string(backend_to_string(p->meta.settings.backend)));
+        json_object_object_add(root, "pool", pool);
+
+        volumes = json_object_new_array();
+        for (size_t i = 0; i < p->meta.n_volumes; i++) {
+                const struct volume *v = &p->meta.volumes[i];
+                json_object *o = json_object_new_object(), *m;
+                struct rb_merge_progress mp;
+                _cleanup_(stack_done) struct stack st = {};
+
+                json_object_object_add(o, "name", json_object_new_string(v->name));
+                json_object_object_add(o, "backend",
+                                       stack_read(v->name, &st) >= 0 && st.backend >= 0 ?
+                                       json_object_new_string(backend_to_string(st.backend)) : NULL);
+                json_object_object_add(o, "revert_pending", v->revert ? json_object_new_string(v->revert) : NULL);
+                if (v->merging && rb_merge_poll(p, v->name, false, &mp) >= 0) {
+                        m = json_object_new_object();
+                        json_object_object_add(m, "snapshot", json_object_new_string(v->merging));
+                        json_object_object_add(m, "state", json_object_new_string(merge_state_to_string(mp.state)));
+                        json_object_object_add(m, "percent", json_object_new_double(mp.percent));
+                        json_object_object_add(m, "chunks_total", json_object_new_uint64(mp.chunks_total));
+                        json_object_object_add(m, "chunks_remaining", json_object_new_uint64(mp.chunks_remaining));
+                        json_object_object_add(m, "eta_seconds",
+                                               mp.eta_seconds >= 0 ? json_object_new_int64(mp.eta_seconds) : NULL);
+                } else
+                        m = NULL;
+                json_object_object_add(o, "merge", m);
+                json_object_array_add(volumes, o);
+        }
+        json_object_object_add(root, "volumes", volumes);
+        r = rb_list_json(p, &snapshots);
+        if (r < 0) {
+                json_object_put(root);
+                return r;
+        }
+        json_object_object_add(root, "snapshots", snapshots);
+        *ret = root;
+        return 0;
+}
+
+int rb_pool_open_locked(const char *path, struct pool **ret_pool, int *ret_lock) {
+        _cleanup_close_ int lock = -1;
+        int r;
+
+        r = rb_lock(&lock);
+        if (r < 0)
+                return r;
+        r = rb_pool_open(path, ret_pool);
+        if (r < 0)
+                return r;
+        *ret_lock = TAKE_FD(lock);
+        return 0;
+}

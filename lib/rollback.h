@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/*
+ * The operations on snapshots of volumes: what rollbackctl asks for and
+ * rollbackd does.  Each takes the pool locked and loaded, changes the
+ * device-mapper stack and the metadata together, and on failure undoes its
+ * dm changes and leaves the metadata as it was.
+ */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pool.h"
+
+#define RB_LOCK_PATH "/run/rollback.lock"
+
+/* An exclusive lock over the pool for one operation; -1 is "not held". */
+int rb_lock(int *ret_fd);
+
+/* Finds the pool by its magic among the block devices, or opens path. */
+int rb_pool_find(char **ret_path);
+int rb_pool_open(const char *path, struct pool **ret);
+int rb_pool_reload(struct pool *p);
+
+/* The dm name of a volume given as NULL (the root filesystem), a path, or a dm name. */
+int rb_volume_resolve(const char *arg, char **ret_name);
+
+int rb_backend_resolve(enum backend want, bool need_merge, enum backend *ret);
+
+struct rb_create {
+        const char *name;         /* NULL: made from the time */
+        const char *description;
+        uint64_t size;            /* bytes of COW; 0: settings.snapshot_percent of the volume */
+        bool upgrade;             /* taken by a package-manager hook: subject to retention */
+};
+
+int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_create *c, char **ret_name);
+int rb_snapshot_delete(struct pool *p, const char *name);
+int rb_revert(struct pool *p, const char *name, bool now);
+int rb_cancel_revert(struct pool *p, const char *volume);
+
+/* Grows a snapshot's COW by count extents. */
+int rb_snapshot_extend(struct pool *p, const char *name, uint64_t count);
+
+struct rb_usage {
+        bool present;             /* the dm device exists */
+        bool invalid;             /* the kernel says Invalid / Overflow / Merge failed */
+        uint64_t allocated;       /* sectors */
+        uint64_t total;
+        uint64_t metadata;
+};
+
+int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage *ret);
+
+enum merge_state {
+        MERGE_NONE,
+        MERGE_RUNNING,
+        MERGE_FAILED,
+        MERGE_DONE,
+        _MERGE_STATE_MAX,
+        _MERGE_STATE_INVALID = -EINVAL,
+};
+const char *merge_state_to_string(enum merge_state s);
+
+struct rb_merge_progress {
+        enum merge_state state;
+        uint64_t chunks_total;
+        uint64_t chunks_remaining;
+        double percent;
+        int64_t eta_seconds;      /* -1: unknown */
+};
+
+/* Reads a volume's merge progress; with finish, cleans up a finished merge. */
+int rb_merge_poll(struct pool *p, const char *volume, bool finish, struct rb_merge_progress *ret);
+
+/*
+ * Checks every snapshot against the kernel: an invalid one is marked so in
+ * the metadata (ret_changed counts them).
+ */
+int rb_refresh_states(struct pool *p, unsigned *ret_changed);
+
+/* Applies retention: deletes the oldest upgrade snapshots beyond settings.retain. */
+int rb_apply_retention(struct pool *p, const char *volume, unsigned *ret_deleted);
+
+/* The data model of list and status, as JSON with stable snake_case keys. */
+int rb_list_json(struct pool *p, json_object **ret);
+int rb_status_json(struct pool *p, json_object **ret);
+
+/* Takes the lock, then opens and loads the pool (found when path is NULL). */
+int rb_pool_open_locked(const char *path, struct pool **ret_pool, int *ret_lock);

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+/* Names and table lines of rollback's devices; pure functions, unit-tested. */
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "pool.h"
+
+struct backend_targets {
+        const char *module;
+        const char *origin;
+        const char *snapshot;
+        const char *merge;
+};
+
+const struct backend_targets *backend_targets(enum backend b);
+/* Which backend a table's first target belongs to, and whether it merges. */
+enum backend backend_of_target(const char *target, bool *ret_merge);
+
+int name_real(const char *volume, char **ret);
+int uuid_real(const struct volume *v, char **ret);
+int name_snapshot(const struct snapshot *s, char **ret);
+int uuid_snapshot(const struct snapshot *s, char **ret);
+int name_cow(const struct snapshot *s, char **ret);
+int uuid_cow(const struct snapshot *s, char **ret);
+
+/* The COW: a linear map of the snapshot's extents on the pool. */
+int table_cow(const struct pool_geometry *g, dev_t pool, const struct snapshot *s, char **ret);
+int table_origin(enum backend b, uint64_t sectors, const char *real_devt, char **ret);
+int table_snapshot(enum backend b, uint64_t sectors, const char *real_devt, const char *cow_devt,
+                   uint32_t chunk_sectors, char **ret);
+int table_merge(enum backend b, uint64_t sectors, const char *real_devt, const char *cow_devt,
+                uint32_t chunk_sectors, char **ret);

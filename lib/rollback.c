@@ -247,6 +247,11 @@ int rb_backend_resolve(enum backend want, bool need_merge, enum backend *ret) {
                 want = BACKEND_UPSTREAM;
         }
         r = backend_available(want, need_merge);
+        if (r == 0 && need_merge && want == BACKEND_ROLLBACK) {
+                /* The COW format is the same: a merge can always be done by upstream's target. */
+                want = BACKEND_UPSTREAM;
+                r = backend_available(want, need_merge);
+        }
         if (r < 0)
                 return r;
         if (r == 0)

@@ -27,6 +27,11 @@ int rb_pool_reload(struct pool *p);
 /* The dm name of a volume given as NULL (the root filesystem), a path, or a dm name. */
 int rb_volume_resolve(const char *arg, char **ret_name);
 
+/*
+ * The backend to use: want, or for auto dm-rollback when its targets load and
+ * upstream dm-snapshot otherwise.  A merge falls back to upstream's
+ * snapshot-merge when dm-rollback has no merge target.
+ */
 int rb_backend_resolve(enum backend want, bool need_merge, enum backend *ret);
 
 struct rb_create {

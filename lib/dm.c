@@ -20,9 +20,18 @@ static int dm_errno(int fallback) {
         return errno > 0 && errno != EINTR ? -errno : -fallback;
 }
 
+/* Library code does not print: libdevmapper's own messages are dropped, its errors returned. */
+static void dm_log_silent(int level, const char *file, int line, int dm_errno_or_class, const char *f, ...) {
+}
+
 static int task_new(int type, const char *name, struct dm_task **ret) {
+        static bool log_set;
         struct dm_task *t;
 
+        if (!log_set) {
+                dm_log_with_errno_init(dm_log_silent);
+                log_set = true;
+        }
         t = dm_task_create(type);
         if (!t)
                 return -ENOMEM;

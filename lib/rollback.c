@@ -449,7 +449,7 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
         if (r < 0)
                 return r;
         if (st.merging)
-                return -EBUSY;
+                return -EINPROGRESS;
         armed = st.backend >= 0;
         if (armed)
                 b = st.backend;
@@ -598,7 +598,7 @@ int rb_snapshot_delete(struct pool *p, const char *name) {
         if (!s)
                 return -ENOENT;
         if (s->state == SNAPSHOT_MERGING)
-                return -EBUSY;
+                return -EINPROGRESS;
         volume = strdup(s->volume);
         if (!volume)
                 return -ENOMEM;
@@ -817,7 +817,7 @@ int rb_revert(struct pool *p, const char *name, bool now) {
         if (!v)
                 return -EBADMSG;
         if (v->merging)
-                return -EBUSY;
+                return -EINPROGRESS;
 
         if (!now) {
                 free(v->revert);

@@ -60,6 +60,7 @@ static int exit_code(int r) {
         case EBUSY:
         case EADDRINUSE:
         case EALREADY:
+        case EINPROGRESS:
                 return EXIT_BUSY;
         case ENOSPC:
                 return EXIT_NO_SPACE;
@@ -171,6 +172,11 @@ static const char *error_text(int r) {
 
 static int log_op_error(int r, const char *what) {
         const char *t = error_text(r);
+
+        if (r == -ENOMEDIUM && arg_pool) {
+                log_error("%s: %s is not a rollback pool", what, arg_pool);
+                return exit_code(r);
+        }
 
         if (t)
                 log_error("%s: %s", what, t);
@@ -467,9 +473,17 @@ static int verb_snapshot(int argc, char *argv[]) {
                 log_error("a snapshot named '%s' already exists", arg_name);
                 return EXIT_FAIL;
         }
-        if (r == -EBUSY) {
+        if (r == -EINPROGRESS) {
                 log_error("the volume is being merged; try again when 'rollbackctl wait' returns");
                 return EXIT_BUSY;
+        }
+        if (r == -ENODEV) {
+                log_error("no device-mapper volume '%s'", op.volume ?: "/");
+                return EXIT_NOT_FOUND;
+        }
+        if (r == -EINVAL && arg_name) {
+                log_error("invalid snapshot name '%s': names ending in -real or -cow are reserved", arg_name);
+                return EXIT_USAGE;
         }
         if (r < 0)
                 return log_op_error(r, "Failed to take a snapshot");
@@ -498,7 +512,7 @@ static int verb_delete(int argc, char *argv[]) {
                 log_error("no snapshot named '%s'", op.name);
                 return EXIT_NOT_FOUND;
         }
-        if (r == -EBUSY) {
+        if (r == -EINPROGRESS) {
                 log_error("snapshot '%s' is being merged and cannot be deleted", op.name);
                 return EXIT_BUSY;
         }
@@ -529,7 +543,7 @@ static int verb_revert(int argc, char *argv[]) {
         case EALREADY:
                 log_error("snapshot '%s' is already being merged", op.name);
                 return EXIT_BUSY;
-        case EBUSY:
+        case EINPROGRESS:
                 log_error("the volume of '%s' is already being merged", op.name);
                 return EXIT_BUSY;
         case EADDRINUSE:

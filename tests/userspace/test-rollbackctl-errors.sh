@@ -1,0 +1,63 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Bad arguments, a wrong pool device and a failed snapshot creation give one
+# clear line and an exit code, and change neither dm tables nor metadata.
+. ./lib.sh
+. ./lib-userspace.sh
+ctl="rollbackctl --no-daemon"
+
+make_lvm
+populate
+must lvm lvcreate -q -y -L 4M -n tiny vg0
+
+step "no pool yet"
+expect_rc 3 $ctl snapshot vg0-root
+expect_rc 3 $ctl list
+
+step "init refuses what it must not format"
+expect_rc 4 $ctl init /dev/mapper/vg0-root
+expect_rc 5 $ctl init /dev/mapper/vg0-tiny
+expect_rc 3 $ctl init /dev/mapper/vg0-nothing
+must $ctl init /dev/mapper/vg0-pool
+expect_rc 1 $ctl init /dev/mapper/vg0-pool
+
+snapshot_state() {
+        echo "$(dmsetup table | sort)"
+        $ctl --json status | json_field metadata_sequence
+        $ctl --json status | json_field extents_free
+}
+must $ctl snapshot --name keep vg0-root
+before=$(snapshot_state)
+
+step "wrong arguments change nothing"
+expect_rc 3 $ctl snapshot vg0-nothing
+expect_rc 1 $ctl snapshot /dev/vda
+expect_rc 1 $ctl snapshot rollback-keep
+expect_rc 1 $ctl snapshot --name keep vg0-root
+expect_rc 2 $ctl snapshot --name x-real vg0-root
+expect_rc 5 $ctl snapshot --name huge --size 1T vg0-root
+expect_rc 3 $ctl --pool /dev/mapper/vg0-root list
+expect_rc 3 $ctl revert nothing
+expect_rc 3 $ctl delete nothing
+expect_rc 3 $ctl cancel-revert
+expect_rc 2 $ctl config retain=lots
+expect_rc 2 $ctl config colour=blue
+[ "$(snapshot_state)" = "$before" ] || fail "state changed: $(snapshot_state)"
+
+step "a snapshot whose device cannot be made is rolled back"
+must dmsetup create rollback-clash --table "0 8 error"
+expect_rc 4 $ctl snapshot --name clash vg0-root
+must dmsetup remove rollback-clash
+[ "$(snapshot_state)" = "$before" ] || fail "a failed creation left something behind: $(snapshot_state)"
+dmsetup ls | grep -q clash-cow && fail "the COW device of the failed snapshot is left"
+
+step "the first snapshot of a volume, failed, leaves the volume plain"
+must $ctl delete keep
+before=$(snapshot_state)
+must dmsetup create rollback-clash --table "0 8 error"
+expect_rc 4 $ctl snapshot --name clash vg0-root
+must dmsetup remove rollback-clash
+[ "$(snapshot_state)" = "$before" ] || fail "a failed first snapshot left something behind: $(snapshot_state)"
+dmsetup table vg0-root | grep -q " linear " || fail "vg0-root is not linear"
+grep -q " /mnt " /proc/mounts || fail "the filesystem went away"
+umount /mnt
+pass

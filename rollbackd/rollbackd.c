@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * rollbackd: serves rollbackctl on the system bus (org.rollback1, see
+ * docs/dbus.md) and watches the pool: it extends COWs before they fill,
+ * warns when the pool runs low, marks overflowed snapshots invalid, and
+ * finishes merges.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+#include <unistd.h>
+
+#include "bus.h"
+#include "log.h"
+#include "macro.h"
+#include "rollback.h"
+
+static uint64_t arg_interval_usec = 2 * 1000000;
+static const char *arg_pool;
+
+struct daemon {
+        sd_bus *bus;
+        sd_event *event;
+        bool pool_warned;
+};
+
+static int check_root(sd_bus_message *m, sd_bus_error *error) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        uid_t uid;
+        int r;
+
+        r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds);
+        if (r < 0)
+                return r;
+        r = sd_bus_creds_get_euid(creds, &uid);
+        if (r < 0)
+                return r;
+        if (uid != 0)
+                return sd_bus_error_set_errnof(error, EPERM, "Only root may change snapshots");
+        return 0;
+}
+
+static int reply_error(sd_bus_error *error, int r, const char *what) {
+        return sd_bus_error_set_errnof(error, r, "%s: %s", what, strerror(-r));
+}
+
+static int method_create(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_pool_ struct pool *p = NULL;
+        _cleanup_close_ int lock = -1;
+        _cleanup_free_ char *volume = NULL, *name = NULL;
+        const char *vol_arg, *name_arg, *desc;
+        struct rb_create c = {};
+        uint64_t size;
+        int upgrade, r;
+
+        r = check_root(m, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(m, "ssstb", &vol_arg, &name_arg, &desc, &size, &upgrade);
+        if (r < 0)
+                return r;
+        c = (struct rb_create) {
+                .name = name_arg[0] ? name_arg : NULL,
+                .description = desc[0] ? desc : NULL,
+                .size = size,
+                .upgrade = upgrade,
+        };
+        r = rb_pool_open_locked(arg_pool, &p, &lock);
+        if (r < 0)
+                return reply_error(error, r, "Cannot open the pool");
+        r = rb_volume_resolve(vol_arg[0] ? vol_arg : NULL, &volume);
+        if (r < 0)
+                return reply_error(error, r, "Cannot find the volume");
+        r = rb_snapshot_create(p, volume, &c, &name);
+        if (r < 0)
+                return reply_error(error, r, "Cannot take the snapshot");
+        log_info("Took snapshot %s of %s.", name, volume);
+        if (upgrade) {
+                unsigned deleted;
+
+                r = rb_apply_retention(p, volume, &deleted);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to apply retention to %s: %m", volume);
+                else if (deleted > 0)
+                        log_info("Deleted %u old upgrade snapshot(s) of %s (retain=%u).", deleted, volume,
+                                 p->meta.settings.retain);
+        }
+        return sd_bus_reply_method_return(m, "s", name);
+}
+
+static int method_delete(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_pool_ struct pool *p = NULL;
+        _cleanup_close_ int lock = -1;
+        const char *name;
+        int r;
+
+        r = check_root(m, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(m, "s", &name);
+        if (r < 0)
+                return r;
+        r = rb_pool_open_locked(arg_pool, &p, &lock);
+        if (r < 0)
+                return reply_error(error, r, "Cannot open the pool");
+        r = rb_snapshot_delete(p, name);
+        if (r < 0)
+                return reply_error(error, r, "Cannot delete the snapshot");
+        log_info("Deleted snapshot %s.", name);
+        return sd_bus_reply_method_return(m, "");
+}
+
+static int method_revert(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_pool_ struct pool *p = NULL;
+        _cleanup_close_ int lock = -1;
+        const char *name;
+        int now, r;
+
+        r = check_root(m, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(m, "sb", &name, &now);
+        if (r < 0)
+                return r;
+        r = rb_pool_open_locked(arg_pool, &p, &lock);
+        if (r < 0)
+                return reply_error(error, r, "Cannot open the pool");
+        r = rb_revert(p, name, now);
+        if (r < 0)
+                return reply_error(error, r, "Cannot revert");
+        log_info(now ? "Merging snapshot %s now." : "Snapshot %s will be merged at the next boot.", name);
+        return sd_bus_reply_method_return(m, "");
+}
+
+static int method_cancel_revert(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_pool_ struct pool *p = NULL;
+        _cleanup_close_ int lock = -1;
+        _cleanup_free_ char *volume = NULL;
+        const char *vol_arg;
+        int r;
+
+        r = check_root(m, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(m, "s", &vol_arg);
+        if (r < 0)
+                return r;
+        r = rb_pool_open_locked(arg_pool, &p, &lock);
+        if (r < 0)
+                return reply_error(error, r, "Cannot open the pool");
+        if (vol_arg[0]) {
+                r = rb_volume_resolve(vol_arg, &volume);
+                if (r < 0)
+                        return reply_error(error, r, "Cannot find the volume");
+        }
+        r = rb_cancel_revert(p, volume);
+        if (r < 0)
+                return reply_error(error, r, "Cannot cancel the revert");
+        log_info("Cancelled the pending revert.");
+        return sd_bus_reply_method_return(m, "");
+}
+
+static int reply_json(sd_bus_message *m, sd_bus_error *error, bool status) {
+        _cleanup_pool_ struct pool *p = NULL;
+        _cleanup_close_ int lock = -1;
+        json_object *j;
+        int r;
+
+        r = rb_pool_open_locked(arg_pool, &p, &lock);
+        if (r < 0)
+                return reply_error(error, r, "Cannot open the pool");
+        r = status ? rb_status_json(p, &j) : rb_list_json(p, &j);
+        if (r < 0)
+                return reply_error(error, r, "Cannot read the snapshots");
+        r = sd_bus_reply_method_return(m, "s", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+        json_object_put(j);
+        return r;
+}
+
+static int method_list(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return reply_json(m, error, false);
+}
+
+static int method_status(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return reply_json(m, error, true);
+}
+
+static const sd_bus_vtable manager_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_METHOD_WITH_NAMES("CreateSnapshot", "ssstb",
+                                 SD_BUS_PARAM(volume) SD_BUS_PARAM(name) SD_BUS_PARAM(description)
+                                 SD_BUS_PARAM(size) SD_BUS_PARAM(upgrade),
+                                 "s", SD_BUS_PARAM(name), method_create, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("DeleteSnapshot", "s", SD_BUS_PARAM(name), "", , method_delete,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("Revert", "sb", SD_BUS_PARAM(name) SD_BUS_PARAM(now), "", , method_revert,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("CancelRevert", "s", SD_BUS_PARAM(volume), "", , method_cancel_revert,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("ListSnapshots", "", , "s", SD_BUS_PARAM(json), method_list,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("GetStatus", "", , "s", SD_BUS_PARAM(json), method_status,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_SIGNAL_WITH_NAMES("SnapshotInvalidated", "s", SD_BUS_PARAM(name), 0),
+        SD_BUS_SIGNAL_WITH_NAMES("SnapshotExtended", "st", SD_BUS_PARAM(name) SD_BUS_PARAM(size), 0),
+        SD_BUS_SIGNAL_WITH_NAMES("MergeFinished", "ss", SD_BUS_PARAM(volume) SD_BUS_PARAM(snapshot), 0),
+        SD_BUS_SIGNAL_WITH_NAMES("PoolLow", "d", SD_BUS_PARAM(used_percent), 0),
+        SD_BUS_VTABLE_END
+};
+
+/* Extends every snapshot over the threshold by autoextend_percent of its size. */
+static void autoextend(struct daemon *d, struct pool *p) {
+        const struct pool_settings *set = &p->meta.settings;
+
+        if (set->autoextend_threshold == 0 || set->autoextend_threshold >= 100 || set->autoextend_percent == 0)
+                return;
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                struct snapshot *s = &p->meta.snapshots[i];
+                _cleanup_free_ char *name = NULL;
+                struct rb_usage u;
+                uint64_t extents, add;
+                int r;
+
+                if (s->state != SNAPSHOT_ACTIVE || rb_snapshot_usage(p, s, &u) < 0 || !u.present || u.invalid ||
+                    u.total == 0 || u.allocated * 100 < u.total * set->autoextend_threshold)
+                        continue;
+                extents = snapshot_extent_count(s);
+                add = (extents * set->autoextend_percent + 99) / 100;
+                if (add == 0)
+                        add = 1;
+                if (add > pool_free_extents(p))
+                        add = pool_free_extents(p);
+                if (add == 0) {
+                        log_warning("Snapshot %s is %" PRIu64 "%% full and the pool has no free extents left: "
+                                    "it will become invalid when full.", s->name, u.allocated * 100 / u.total);
+                        continue;
+                }
+                name = strdup(s->name);
+                if (!name)
+                        return;
+                r = rb_snapshot_extend(p, name, add);
+                if (r < 0) {
+                        log_error_errno(r, "Failed to extend snapshot %s: %m", name);
+                        continue;
+                }
+                s = pool_find_snapshot(p, name);
+                log_info("Extended snapshot %s by %" PRIu64 " extent(s) to %" PRIu64 " (it was %" PRIu64 "%% full).",
+                         name, add, snapshot_extent_count(s), u.allocated * 100 / u.total);
+                (void) sd_bus_emit_signal(d->bus, RB_BUS_PATH, RB_BUS_INTERFACE, "SnapshotExtended", "st", name,
+                                          snapshot_extent_count(s) * p->geo.extent_sectors * 512);
+        }
+}
+
+static void report_invalid(struct daemon *d, struct pool *p, const uint8_t *was_active) {
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                const struct snapshot *s = &p->meta.snapshots[i];
+
+                if (!was_active[i] || s->state != SNAPSHOT_INVALID)
+                        continue;
+                log_error("Snapshot %s of %s became invalid (its COW overflowed or failed): it can no longer be "
+                          "reverted to; delete it to free its extents.", s->name, s->volume);
+                (void) sd_bus_emit_signal(d->bus, RB_BUS_PATH, RB_BUS_INTERFACE, "SnapshotInvalidated", "s",
+                                          s->name);
+        }
+}
+
+static void watch_pool_fill(struct daemon *d, struct pool *p) {
+        uint64_t total = p->geo.extent_count, used = total - pool_free_extents(p);
+        double percent = total ? 100.0 * used / total : 0;
+
+        if (percent >= p->meta.settings.pool_warn_percent) {
+                if (!d->pool_warned)
+                        log_warning("The pool is %.0f%% full (%" PRIu64 " of %" PRIu64 " extents): delete old "
+                                    "snapshots or extend the pool.", percent, used, total);
+                d->pool_warned = true;
+                (void) sd_bus_emit_signal(d->bus, RB_BUS_PATH, RB_BUS_INTERFACE, "PoolLow", "d", percent);
+        } else
+                d->pool_warned = false;
+}
+
+static void finish_merges(struct daemon *d, struct pool *p) {
+        char status[256] = "Watching the pool.";
+
+        for (size_t i = 0; i < p->meta.n_volumes; i++) {
+                _cleanup_free_ char *volume = strdup(p->meta.volumes[i].name);
+                _cleanup_free_ char *snapshot = p->meta.volumes[i].merging ?
+                                                strdup(p->meta.volumes[i].merging) : NULL;
+                struct rb_merge_progress mp;
+                int r;
+
+                if (!volume || !snapshot)
+                        continue;
+                r = rb_merge_poll(p, volume, true, &mp);
+                if (r < 0) {
+                        log_error_errno(r, "Failed to follow the merge of %s into %s: %m", snapshot, volume);
+                        continue;
+                }
+                switch (mp.state) {
+                case MERGE_DONE:
+                        log_info("Merged snapshot %s into %s; its devices and extents are freed.", snapshot, volume);
+                        (void) sd_bus_emit_signal(d->bus, RB_BUS_PATH, RB_BUS_INTERFACE, "MergeFinished", "ss",
+                                                  volume, snapshot);
+                        break;
+                case MERGE_RUNNING:
+                        snprintf(status, sizeof(status), "Merging %s into %s: %.1f%%.", snapshot, volume,
+                                 mp.percent);
+                        break;
+                case MERGE_FAILED:
+                        snprintf(status, sizeof(status), "Merge of %s into %s failed.", snapshot, volume);
+                        break;
+                default:
+                        break;
+                }
+                /* The pool was rewritten: stop walking the old arrays. */
+                if (mp.state == MERGE_DONE)
+                        break;
+        }
+        (void) sd_notifyf(false, "STATUS=%s", status);
+}
+
+static void monitor(struct daemon *d) {
+        _cleanup_pool_ struct pool *p = NULL;
+        _cleanup_close_ int lock = -1;
+        _cleanup_free_ uint8_t *was_active = NULL;
+        int r;
+
+        r = rb_pool_open_locked(arg_pool, &p, &lock);
+        if (r < 0) {
+                if (r != -ENOMEDIUM)
+                        log_debug("No pool to watch: %s", strerror(-r));
+                (void) sd_notify(false, "STATUS=No pool.");
+                return;
+        }
+        was_active = calloc(p->meta.n_snapshots + 1, 1);
+        if (!was_active)
+                return;
+        for (size_t i = 0; i < p->meta.n_snapshots; i++)
+                was_active[i] = p->meta.snapshots[i].state == SNAPSHOT_ACTIVE;
+        r = rb_refresh_states(p, NULL);
+        if (r < 0)
+                log_error_errno(r, "Failed to record invalid snapshots: %m");
+        report_invalid(d, p, was_active);
+        autoextend(d, p);
+        watch_pool_fill(d, p);
+        finish_merges(d, p);
+}
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct daemon *d = userdata;
+
+        monitor(d);
+        return sd_event_source_set_time(s, usec + arg_interval_usec);
+}
+
+static int help(void) {
+        printf("Usage: rollbackd [OPTIONS]\n"
+               "\n"
+               "The rollback daemon: D-Bus service org.rollback1 and pool monitor.\n"
+               "\n"
+               "  -h --help             Show this help\n"
+               "     --version          Show the version\n"
+               "     --interval SEC     How often to check COW fill and merges [2]\n"
+               "     --pool DEVICE      Use this pool instead of searching for it\n");
+        return 0;
+}
+
+static int parse_argv(int argc, char *argv[]) {
+        enum { ARG_VERSION = 0x100, ARG_INTERVAL, ARG_POOL };
+        static const struct option options[] = {
+                { "help",     no_argument,       NULL, 'h' },
+                { "version",  no_argument,       NULL, ARG_VERSION },
+                { "interval", required_argument, NULL, ARG_INTERVAL },
+                { "pool",     required_argument, NULL, ARG_POOL },
+                {}
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("rollbackd %s\n", PROJECT_VERSION);
+                        return 0;
+                case ARG_INTERVAL: {
+                        char *end;
+                        double v = strtod(optarg, &end);
+
+                        if (end == optarg || *end || v < 0.1 || v > 3600) {
+                                log_error("invalid interval '%s' (seconds, 0.1 to 3600)", optarg);
+                                return -EINVAL;
+                        }
+                        arg_interval_usec = v * 1e6;
+                        break;
+                }
+                case ARG_POOL:
+                        arg_pool = optarg;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        if (optind < argc) {
+                log_error("rollbackd takes no arguments");
+                return -EINVAL;
+        }
+        return 1;
+}
+
+int main(int argc, char *argv[]) {
+        struct daemon d = {};
+        sd_event_source *timer = NULL;
+        sigset_t mask;
+        uint64_t now;
+        int r;
+
+        log_set_program("rollbackd");
+        r = parse_argv(argc, argv);
+        if (r <= 0)
+                return r < 0 ? 2 : 0;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+
+        r = sd_event_default(&d.event);
+        if (r < 0)
+                return log_error_errno(r, "Failed to get an event loop: %m"), 1;
+        (void) sd_event_add_signal(d.event, NULL, SIGTERM, NULL, NULL);
+        (void) sd_event_add_signal(d.event, NULL, SIGINT, NULL, NULL);
+
+        r = sd_bus_open_system(&d.bus);
+        if (r < 0)
+                return log_error_errno(r, "Failed to connect to the system bus: %m"), 1;
+        r = sd_bus_add_object_vtable(d.bus, NULL, RB_BUS_PATH, RB_BUS_INTERFACE, manager_vtable, &d);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add the D-Bus object: %m"), 1;
+        r = sd_bus_request_name(d.bus, RB_BUS_NAME, 0);
+        if (r < 0)
+                return log_error_errno(r, "Failed to acquire %s: %m", RB_BUS_NAME), 1;
+        r = sd_bus_attach_event(d.bus, d.event, 0);
+        if (r < 0)
+                return log_error_errno(r, "Failed to attach the bus to the event loop: %m"), 1;
+
+        (void) sd_event_now(d.event, CLOCK_MONOTONIC, &now);
+        r = sd_event_add_time(d.event, &timer, CLOCK_MONOTONIC, now, 100000, on_timer, &d);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add the monitor timer: %m"), 1;
+        (void) sd_event_source_set_enabled(timer, SD_EVENT_ON);
+
+        (void) sd_notify(false, "READY=1\nSTATUS=Watching the pool.");
+        log_info("Serving %s.", RB_BUS_NAME);
+        r = sd_event_loop(d.event);
+        (void) sd_notify(false, "STOPPING=1");
+        sd_event_source_unref(timer);
+        sd_bus_flush_close_unref(d.bus);
+        sd_event_unref(d.event);
+        return r < 0 ? 1 : 0;
+}

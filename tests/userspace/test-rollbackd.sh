@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# rollbackctl through rollbackd on a D-Bus system bus (started by bus
+# activation): autoextension under a big write, retention of upgrade
+# snapshots, an overflow reported invalid, and a merge finished by the daemon.
+. ./lib.sh
+. ./lib-userspace.sh
+ctl=rollbackctl
+
+POOL_SIZE=100M make_lvm
+populate
+tree_sums /mnt > /tmp/sums-pre
+
+step "a system bus that activates rollbackd"
+echo "root:x:0:0:root:/:/bin/sh" > /etc/passwd
+echo "root:x:0:" > /etc/group
+mkdir -p /run/dbus /tmp/dbus-services
+cat > /tmp/dbus-services/org.rollback1.service <<EOS
+[D-BUS Service]
+Name=org.rollback1
+Exec=/sbin/rollbackd --interval 0.3
+User=root
+EOS
+cat > /tmp/bus.conf <<EOS
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <listen>unix:path=/run/dbus/system_bus_socket</listen>
+  <auth>EXTERNAL</auth>
+  <servicedir>/tmp/dbus-services</servicedir>
+  <policy context="default">
+    <allow user="*"/>
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow own="*"/>
+    <allow receive_sender="*"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="signal"/>
+    <allow receive_type="error"/>
+  </policy>
+  <include>/tests/org.rollback1.conf</include>
+</busconfig>
+EOS
+dbus-daemon --config-file=/tmp/bus.conf --nofork --nopidfile &
+for i in $(seq 50); do [ -S /run/dbus/system_bus_socket ] && break; sleep 0.1; done
+[ -S /run/dbus/system_bus_socket ] || fail "dbus-daemon did not start"
+
+must $ctl init /dev/mapper/vg0-pool
+must $ctl --no-daemon config autoextend_threshold=50 autoextend_percent=100 retain=2
+
+step "snapshot through the daemon"
+must $ctl snapshot --name grow --size 4M vg0-root
+pidof rollbackd >/dev/null || fail "rollbackd was not activated"
+
+step "a big write: the daemon extends the COW before it fills"
+for i in $(seq 10); do
+        dd if=/dev/urandom of=/mnt/big$i bs=1M count=1 conv=fsync 2>/dev/null
+        sleep 0.5
+done
+sync
+sleep 1
+$ctl list
+[ "$($ctl --json list | json_field state)" = "active" ] || fail "grow did not stay active"
+size=$($ctl --json list | json_field size_bytes)
+[ "$size" -gt 4194304 ] || fail "grow was not extended (size $size)"
+dmsetup table rollback-grow-cow
+must mount -o ro,noload /dev/mapper/rollback-grow /snap
+tree_sums /snap > /tmp/sums-snap
+umount /snap
+cmp -s /tmp/sums-pre /tmp/sums-snap || fail "the extended snapshot lost data"
+
+step "retention keeps the last 2 upgrade snapshots"
+for n in u1 u2 u3; do
+        must $ctl snapshot --upgrade --name $n --size 4M vg0-root
+        sleep 1
+done
+[ "$($ctl --json list | json_field name | tr '\n' ' ')" = "grow u2 u3 " ] || fail "retention: $($ctl list)"
+must $ctl delete u2
+must $ctl delete u3
+
+step "with autoextension off, an overflow is reported invalid"
+must $ctl --no-daemon config autoextend_threshold=0
+must $ctl snapshot --name small --size 4M vg0-root
+dd if=/dev/urandom of=/mnt/big-overflow bs=1M count=8 conv=fsync 2>/dev/null
+sync
+sleep 1
+$ctl list
+[ "$($ctl --json list | json_field state | tr '\n' ' ')" = "active invalid " ] || fail "small not invalid"
+expect_rc 6 $ctl revert small
+must $ctl delete small
+
+step "revert --now through the daemon; the daemon finishes the merge"
+umount /mnt
+pre_sum=$(md5sum < /dev/mapper/rollback-grow)
+must $ctl revert grow --now
+must $ctl wait --timeout 300
+[ "$(md5sum < /dev/mapper/vg0-root)" = "$pre_sum" ] || fail "the volume does not equal the snapshot"
+dmsetup table vg0-root | grep -q " linear " || fail "the volume is not plain after the merge"
+dmsetup ls | grep -q rollback- && fail "rollback devices left: $(dmsetup ls)"
+must mount /dev/mapper/vg0-root /mnt
+tree_sums /mnt > /tmp/sums-now
+umount /mnt
+cmp -s /tmp/sums-pre /tmp/sums-now || fail "files differ from the snapshot"
+pass

@@ -17,7 +17,7 @@ mkdir -p /run/dbus /tmp/dbus-services
 cat > /tmp/dbus-services/org.rollback1.service <<EOS
 [D-BUS Service]
 Name=org.rollback1
-Exec=/sbin/rollbackd --interval 0.3
+Exec=/bin/sh -c "exec /sbin/rollbackd --interval 0.3 2>>/tmp/rollbackd.log"
 User=root
 EOS
 cat > /tmp/bus.conf <<EOS
@@ -44,7 +44,7 @@ for i in $(seq 50); do [ -S /run/dbus/system_bus_socket ] && break; sleep 0.1; d
 [ -S /run/dbus/system_bus_socket ] || fail "dbus-daemon did not start"
 
 must $ctl init /dev/mapper/vg0-pool
-must $ctl --no-daemon config autoextend_threshold=50 autoextend_percent=100 retain=2
+must $ctl --no-daemon config autoextend_threshold=50 autoextend_percent=100 retain=2 pool_warn_percent=25
 
 step "snapshot through the daemon"
 must $ctl snapshot --name grow --size 4M vg0-root
@@ -62,6 +62,9 @@ $ctl list
 size=$($ctl --json list | json_field size_bytes)
 [ "$size" -gt 4194304 ] || fail "grow was not extended (size $size)"
 dmsetup table rollback-grow-cow
+cat /tmp/rollbackd.log
+grep -q "Extended snapshot grow" /tmp/rollbackd.log || fail "no extension logged"
+grep -q "The pool is .* full" /tmp/rollbackd.log || fail "no warning of a pool past pool_warn_percent"
 must mount -o ro,noload /dev/mapper/rollback-grow /snap
 tree_sums /snap > /tmp/sums-snap
 umount /snap
@@ -85,6 +88,7 @@ sleep 1
 $ctl list
 [ "$($ctl --json list | json_field state | tr '\n' ' ')" = "active invalid " ] || fail "small not invalid"
 expect_rc 6 $ctl revert small
+grep -q "Snapshot small of vg0-root became invalid" /tmp/rollbackd.log || fail "the invalid snapshot was not reported"
 must $ctl delete small
 
 step "revert --now through the daemon; the daemon finishes the merge"
@@ -99,4 +103,6 @@ must mount /dev/mapper/vg0-root /mnt
 tree_sums /mnt > /tmp/sums-now
 umount /mnt
 cmp -s /tmp/sums-pre /tmp/sums-now || fail "files differ from the snapshot"
+grep -q "Merged snapshot grow into vg0-root" /tmp/rollbackd.log || fail "the daemon did not report the merge"
+cat /tmp/rollbackd.log
 pass

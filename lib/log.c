@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <stdarg.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
 static enum log_level max_level = LOG_LEVEL_INFO;
+static int kmsg_fd = -1;
 static const char *program = "rollback";
 
 void log_set_max_level(enum log_level level) {
@@ -14,6 +18,11 @@ void log_set_max_level(enum log_level level) {
 
 void log_set_program(const char *name) {
         program = name;
+}
+
+void log_open_kmsg(void) {
+        if (kmsg_fd < 0)
+                kmsg_fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC | O_NOCTTY);
 }
 
 int log_internal(enum log_level level, int error, const char *format, ...) {
@@ -29,6 +38,19 @@ int log_internal(enum log_level level, int error, const char *format, ...) {
                 vfprintf(stderr, format, ap);
                 va_end(ap);
                 fputc('\n', stderr);
+                if (kmsg_fd >= 0) {
+                        /* syslog priorities: err, warning, info, debug */
+                        static const int prio[] = { 3, 4, 6, 7 };
+                        char buf[1024];
+                        int n;
+
+                        n = snprintf(buf, sizeof(buf), "<%d>%s: ", prio[level], program);
+                        errno = error;
+                        va_start(ap, format);
+                        vsnprintf(buf + n, sizeof(buf) - n, format, ap);
+                        va_end(ap);
+                        (void) !write(kmsg_fd, buf, strlen(buf));
+                }
         }
         return -error;
 }

@@ -14,6 +14,8 @@ enum log_level {
 
 void log_set_max_level(enum log_level level);
 void log_set_program(const char *name);
+/* Early boot: also write each message to the kernel log. */
+void log_open_kmsg(void);
 
 /* Prints the message; %m means strerror(-error).  Returns -abs(error). */
 int log_internal(enum log_level level, int error, const char *format, ...)

@@ -1143,3 +1143,188 @@ int rb_pool_open_locked(const char *path, struct pool **ret_pool, int *ret_lock)
         *ret_lock = TAKE_FD(lock);
         return 0;
 }
+
+static unsigned invalidate_volume_snapshots(struct pool *p, const char *volume) {
+        unsigned n = 0;
+
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                struct snapshot *s = &p->meta.snapshots[i];
+
+                if (strcmp(s->volume, volume) == 0 && s->state != SNAPSHOT_INVALID) {
+                        s->state = SNAPSHOT_INVALID;
+                        n++;
+                }
+        }
+        return n;
+}
+
+int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *ret) {
+        _cleanup_(stack_done) struct stack st = {};
+        _cleanup_free_ char *top = NULL, *real_uuid = NULL;
+        struct snapshot *merging = NULL;
+        struct rbdm_info info;
+        struct volume *v;
+        bool *live = NULL;
+        int r;
+
+        *ret = (struct rb_boot_report) { .backend = _BACKEND_INVALID };
+        v = pool_find_volume(p, volume);
+        if (!v)
+                return -ENOENT;
+        r = rbdm_info(volume, &info);
+        if (r < 0)
+                return r;
+        if (!info.exists || !info.live_table)
+                return -ENODEV;
+        r = stack_read(volume, &st);
+        if (r < 0)
+                return r;
+        if (st.backend >= 0) {
+                ret->already = true;
+                return 0;
+        }
+
+        /* A pending revert becomes a running merge, recorded before it starts. */
+        if (v->merging)
+                merging = pool_find_snapshot(p, v->merging);
+        else if (v->revert) {
+                merging = pool_find_snapshot(p, v->revert);
+                if (merging && merging->state == SNAPSHOT_ACTIVE) {
+                        v->merging = v->revert;
+                        v->revert = NULL;
+                        v->merge_start_usec = now_usec(CLOCK_REALTIME);
+                        v->merge_start_chunks = 0;
+                        merging->state = SNAPSHOT_MERGING;
+                        ret->merge_started = true;
+                } else {
+                        free(v->revert);
+                        v->revert = NULL;
+                        merging = NULL;
+                }
+        }
+        if (merging) {
+                ret->merging = strdup(merging->name);
+                if (!ret->merging)
+                        return -ENOMEM;
+        }
+        /* LVM may have moved or grown the LV: its table now is the truth. */
+        free(v->table);
+        v->table = strdup(st.real_table);
+        if (!v->table)
+                return -ENOMEM;
+
+        r = rb_backend_resolve(p->meta.settings.backend, merging != NULL, &ret->backend);
+        if (r < 0)
+                goto invalidate;
+        r = pool_commit(p);
+        if (r < 0)
+                return r;
+
+        r = uuid_real(v, &real_uuid);
+        if (r < 0)
+                goto invalidate;
+        r = device_create(st.real_name, real_uuid, st.real_table, true);
+        if (r < 0)
+                goto invalidate;
+        r = rbdm_devt(st.real_name, st.real_devt);
+        if (r < 0)
+                goto remove_real;
+
+        live = calloc(p->meta.n_snapshots + 1, sizeof(bool));
+        if (!live) {
+                r = -ENOMEM;
+                goto remove_real;
+        }
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                struct snapshot *s = &p->meta.snapshots[i];
+                _cleanup_free_ char *name = NULL, *uuid = NULL, *table = NULL;
+                bool created;
+
+                if (strcmp(s->volume, volume) != 0 || (s->state != SNAPSHOT_ACTIVE && s != merging))
+                        continue;
+                if (cow_device_create(p, s, &created) < 0)
+                        goto bad_snapshot;
+                if (s == merging)
+                        continue;
+                if (name_snapshot(s, &name) < 0 || uuid_snapshot(s, &uuid) < 0 ||
+                    snapshot_table(&st, ret->backend, s, false, &table) < 0 ||
+                    device_create(name, uuid, table, false) < 0) {
+                        remove_named(name_cow, s);
+                        goto bad_snapshot;
+                }
+                live[i] = true;
+                continue;
+bad_snapshot:
+                if (s == merging) {
+                        r = -EIO;
+                        goto remove_snapshots;
+                }
+                s->state = SNAPSHOT_INVALID;
+                ret->invalidated++;
+        }
+
+        if (merging)
+                r = snapshot_table(&st, ret->backend, merging, true, &top);
+        else
+                r = table_origin(ret->backend, st.sectors, st.real_devt, &top);
+        if (r < 0)
+                goto remove_snapshots;
+        r = rbdm_load(volume, top);
+        if (r < 0)
+                goto remove_snapshots;
+        r = rbdm_suspend(volume);
+        if (r < 0) {
+                (void) rbdm_clear(volume);
+                goto remove_snapshots;
+        }
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                _cleanup_free_ char *name = NULL;
+
+                if (!live[i] || name_snapshot(&p->meta.snapshots[i], &name) < 0)
+                        continue;
+                if (rbdm_resume(name) < 0) {
+                        (void) rbdm_remove(name);
+                        remove_named(name_cow, &p->meta.snapshots[i]);
+                        live[i] = false;
+                        p->meta.snapshots[i].state = SNAPSHOT_INVALID;
+                        ret->invalidated++;
+                } else
+                        ret->armed++;
+        }
+        r = rbdm_resume(volume);
+        if (r < 0) {
+                (void) rbdm_clear(volume);
+                (void) rbdm_resume(volume);
+                goto remove_snapshots;
+        }
+        free(live);
+        if (ret->merge_started) {
+                struct rb_usage u;
+
+                if (rb_snapshot_usage(p, merging, &u) >= 0 && u.allocated > u.metadata)
+                        v->merge_start_chunks = (u.allocated - u.metadata) / merging->chunk_sectors;
+        }
+        return pool_commit(p);
+
+remove_snapshots:
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                struct snapshot *s = &p->meta.snapshots[i];
+
+                if (strcmp(s->volume, volume) != 0)
+                        continue;
+                if (live[i])
+                        remove_named(name_snapshot, s);
+                remove_named(name_cow, s);
+        }
+remove_real:
+        (void) rbdm_remove(st.real_name);
+invalidate:
+        /* Nothing tracks writes to the volume now: none of its snapshots may be reverted to. */
+        free(live);
+        ret->invalidated += invalidate_volume_snapshots(p, volume);
+        ret->armed = 0;
+        free(v->merging);
+        v->merging = NULL;
+        (void) pool_commit(p);
+        return r;
+}

@@ -95,3 +95,21 @@ int rb_status_json(struct pool *p, json_object **ret);
 
 /* Takes the lock, then opens and loads the pool (found when path is NULL). */
 int rb_pool_open_locked(const char *path, struct pool **ret_pool, int *ret_lock);
+
+struct rb_boot_report {
+        enum backend backend;
+        unsigned armed;                 /* snapshots tracking writes again */
+        unsigned invalidated;           /* snapshots that could not be re-armed */
+        char *merging;                  /* snapshot being merged, or NULL */
+        bool merge_started;             /* the merge was a pending revert */
+        bool already;                   /* the volume was armed already */
+};
+
+/*
+ * Early boot, before the volume is mounted: LVM has just activated it with
+ * its own table.  Rebuilds origin, snapshots and COWs from the metadata and,
+ * when a revert is pending or a merge was running, loads the merge table.
+ * A snapshot that cannot be re-armed is marked invalid: writes to the volume
+ * would no longer be tracked by it.
+ */
+int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *ret);

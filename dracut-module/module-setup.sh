@@ -1,0 +1,26 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# dracut module: re-arm rollback's snapshots and start a pending merge
+# before root is mounted.  The work is done by rollback-boot.
+
+check() {
+        require_binaries @libexecdir@/rollback/rollback-boot || return 1
+        return 0
+}
+
+depends() {
+        echo dm lvm
+        return 0
+}
+
+installkernel() {
+        hostonly='' instmods dm-snapshot dm-bufio
+        # Built out of tree; when it is missing the upstream targets are used.
+        hostonly='' instmods dm-rollback 2> /dev/null || :
+}
+
+install() {
+        inst_binary @libexecdir@/rollback/rollback-boot
+        inst_multiple -o modprobe
+        inst_hook pre-mount 10 "$moddir/rollback-pre-mount.sh"
+}

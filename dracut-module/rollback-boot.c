@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * rollback-boot: the early-boot step, run by the dracut hook after LVM has
+ * activated the volumes and before root is mounted.  For every volume in the
+ * pool's metadata it re-arms the snapshots and, when a revert is pending or a
+ * merge was running, starts the merge, so that root is mounted from the
+ * merging device.  It logs what it did to the kernel log.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "macro.h"
+#include "rollback.h"
+#include "tables.h"
+
+int main(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument,       NULL, 'h' },
+                { "pool", required_argument, NULL, 'p' },
+                {}
+        };
+        _cleanup_pool_ struct pool *p = NULL;
+        _cleanup_close_ int lock = -1;
+        const char *pool = NULL;
+        size_t n;
+        char **names;
+        int c, r, failed = 0;
+
+        log_set_program("rollback");
+        log_open_kmsg();
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        printf("Usage: rollback-boot [--pool DEVICE]\n\n"
+                               "Re-arms rollback's snapshots and starts a pending merge, before root is mounted.\n");
+                        return 0;
+                case 'p':
+                        pool = optarg;
+                        break;
+                default:
+                        return 2;
+                }
+
+        r = rb_pool_open_locked(pool, &p, &lock);
+        if (r == -ENOMEDIUM) {
+                log_info("no pool found, nothing to do");
+                return 0;
+        }
+        if (r < 0) {
+                log_error_errno(r, "cannot open the pool: %m; snapshots are not armed this boot");
+                return 1;
+        }
+
+        /* rb_boot_volume() rewrites the arrays: walk a copy of the names. */
+        n = p->meta.n_volumes;
+        names = calloc(n + 1, sizeof(char *));
+        if (!names)
+                return 1;
+        for (size_t i = 0; i < n; i++)
+                names[i] = strdup(p->meta.volumes[i].name);
+
+        for (size_t i = 0; i < n; i++) {
+                struct rb_boot_report rep;
+
+                if (!names[i])
+                        continue;
+                r = rb_boot_volume(p, names[i], &rep);
+                if (r == -ENODEV)
+                        log_warning("%s: not active, its snapshots are left as they are", names[i]);
+                else if (r < 0) {
+                        log_error_errno(r, "%s: cannot arm its snapshots (%m): %u marked invalid",
+                                        names[i], rep.invalidated);
+                        failed++;
+                } else if (rep.already)
+                        log_info("%s: already armed", names[i]);
+                else {
+                        log_info("%s: %u snapshot(s) armed with %s targets", names[i], rep.armed,
+                                 backend_to_string(rep.backend));
+                        if (rep.merging)
+                                log_info("%s: merging snapshot '%s' (%s)", names[i], rep.merging,
+                                         rep.merge_started ? "revert requested" : "continuing");
+                        if (rep.invalidated > 0)
+                                log_error("%s: %u snapshot(s) could not be re-armed and are now invalid",
+                                          names[i], rep.invalidated);
+                }
+                free(rep.merging);
+                free(names[i]);
+        }
+        free(names);
+        return failed ? 1 : 0;
+}

@@ -1,0 +1,9 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-or-later
+# After the volume groups are active, before root is mounted.
+command -v getarg > /dev/null || . /lib/dracut-lib.sh
+
+if getargbool 1 rd.rollback; then
+        info "rollback: arming snapshots"
+        @libexecdir@/rollback/rollback-boot || warn "rollback: the early-boot step failed; see the kernel log"
+fi

@@ -10,6 +10,8 @@ int rb_bus_open_daemon(sd_bus **ret) {
         r = sd_bus_open_system(&bus);
         if (r < 0)
                 return r;
+        /* A snapshot freezes the filesystem and waits for udev: allow it time. */
+        (void) sd_bus_set_method_call_timeout(bus, 300 * 1000000ULL);
         r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, "org.freedesktop.DBus.Peer", "Ping",
                                &error, NULL, "");
         if (r < 0)

@@ -43,17 +43,27 @@ static int task_new(int type, const char *name, struct dm_task **ret) {
         return 0;
 }
 
-/* Runs a task; with a udev cookie for the ones that add or remove nodes. */
-static int task_run(struct dm_task *t, bool udev) {
-        uint32_t cookie = 0;
+/* Runs a task with a udev cookie; waits for udev unless the caller collects the cookie. */
+static int task_run_cookie(struct dm_task *t, uint32_t *cookie) {
+        uint32_t own = 0;
         int ok;
 
-        if (udev && !dm_task_set_cookie(t, &cookie, 0))
+        if (!dm_task_set_cookie(t, cookie ?: &own, 0))
                 return -EIO;
         errno = 0;
         ok = dm_task_run(t);
+        if (!cookie)
+                (void) dm_udev_wait(own);
+        return ok ? 0 : dm_errno(EIO);
+}
+
+static int task_run(struct dm_task *t, bool udev) {
+        int ok;
+
         if (udev)
-                (void) dm_udev_wait(cookie);
+                return task_run_cookie(t, NULL);
+        errno = 0;
+        ok = dm_task_run(t);
         return ok ? 0 : dm_errno(EIO);
 }
 
@@ -178,6 +188,21 @@ int rbdm_suspend(const char *name) {
 
 int rbdm_resume(const char *name) {
         return simple(DM_DEVICE_RESUME, name, true);
+}
+
+int rbdm_resume_deferred(const char *name, uint32_t *cookie) {
+        _cleanup_dm_task_ struct dm_task *t = NULL;
+        int r;
+
+        r = task_new(DM_DEVICE_RESUME, name, &t);
+        if (r < 0)
+                return r;
+        return task_run_cookie(t, cookie);
+}
+
+void rbdm_udev_wait(uint32_t cookie) {
+        if (cookie)
+                (void) dm_udev_wait(cookie);
 }
 
 int rbdm_remove(const char *name) {

@@ -33,6 +33,13 @@ int rbdm_clear(const char *name);
 int rbdm_suspend(const char *name);
 int rbdm_resume(const char *name);
 int rbdm_remove(const char *name);
+/*
+ * Resumes without waiting for udev: while a mounted volume is suspended
+ * (frozen), udev's work may need that filesystem, so the cookie is waited
+ * for only once everything is resumed.
+ */
+int rbdm_resume_deferred(const char *name, uint32_t *cookie);
+void rbdm_udev_wait(uint32_t cookie);
 /* Load, suspend, resume; on a failed resume the old table is resumed again. */
 int rbdm_replace(const char *name, const char *table);
 /* status = false: the table; true: the status lines. */

@@ -421,6 +421,7 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
         struct volume *v;
         enum backend b;
         bool armed, real_created = false, cow_created = false, snap_created = false, suspended = false;
+        uint32_t cookie = 0;
         uint64_t size, extents;
         int r;
 
@@ -529,13 +530,15 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
         if (r < 0)
                 goto undo;
         suspended = true;
-        r = rbdm_resume(snap_name);
+        r = rbdm_resume_deferred(snap_name, &cookie);
         if (r < 0)
                 goto undo;
-        r = rbdm_resume(volume);
+        r = rbdm_resume_deferred(volume, &cookie);
         if (r < 0)
                 goto undo;
         suspended = false;
+        rbdm_udev_wait(cookie);
+        cookie = 0;
 
         r = pool_commit(p);
         if (r < 0)
@@ -561,6 +564,7 @@ undo:
                         (void) rbdm_clear(volume);
                 (void) rbdm_resume(volume);
         }
+        rbdm_udev_wait(cookie);
         if (snap_created)
                 (void) rbdm_remove(snap_name);
         if (cow_created)

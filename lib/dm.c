@@ -128,7 +128,8 @@ int rbdm_create(const char *name, const char *uuid) {
                 return r;
         if (uuid && !dm_task_set_uuid(t, uuid))
                 return -EINVAL;
-        return task_run(t, true);
+        /* No table, no uevent that would carry a udev cookie: the node comes with the first resume. */
+        return task_run(t, false);
 }
 
 static int add_targets(struct dm_task *t, const char *table) {
@@ -205,7 +206,7 @@ void rbdm_udev_wait(uint32_t cookie) {
                 (void) dm_udev_wait(cookie);
 }
 
-int rbdm_remove(const char *name) {
+int rbdm_remove_deferred(const char *name, uint32_t *cookie) {
         _cleanup_dm_task_ struct dm_task *t = NULL;
         int r;
 
@@ -214,7 +215,11 @@ int rbdm_remove(const char *name) {
                 return r;
         /* udev's probing can hold the device open for a moment. */
         dm_task_retry_remove(t);
-        return task_run(t, true);
+        return task_run_cookie(t, cookie);
+}
+
+int rbdm_remove(const char *name) {
+        return rbdm_remove_deferred(name, NULL);
 }
 
 int rbdm_replace(const char *name, const char *table) {

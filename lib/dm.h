@@ -39,6 +39,7 @@ int rbdm_remove(const char *name);
  * for only once everything is resumed.
  */
 int rbdm_resume_deferred(const char *name, uint32_t *cookie);
+int rbdm_remove_deferred(const char *name, uint32_t *cookie);
 void rbdm_udev_wait(uint32_t cookie);
 /* Load, suspend, resume; on a failed resume the old table is resumed again. */
 int rbdm_replace(const char *name, const char *table);

@@ -627,14 +627,17 @@ int rb_snapshot_delete(struct pool *p, const char *name) {
         if (info.exists) {
                 bool suspend = vinfo.exists && st.backend >= 0;
 
+                uint32_t cookie = 0;
+
                 if (suspend) {
                         r = rbdm_suspend(volume);
                         if (r < 0)
                                 return r;
                 }
-                r = rbdm_remove(snap_name);
+                r = rbdm_remove_deferred(snap_name, &cookie);
                 if (suspend)
-                        (void) rbdm_resume(volume);
+                        (void) rbdm_resume_deferred(volume, &cookie);
+                rbdm_udev_wait(cookie);
                 if (r < 0)
                         return r;
         }

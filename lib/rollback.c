@@ -465,6 +465,11 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
                 v = pool_add_volume(p, volume, info.uuid[0] ? info.uuid : NULL, st.real_table);
                 if (!v)
                         return -ENOMEM;
+        } else if (!armed) {
+                free(v->table);
+                v->table = strdup(st.real_table);
+                if (!v->table)
+                        return -ENOMEM;
         }
 
         size = c->size ? c->size : st.sectors * 512 / 100 * p->meta.settings.snapshot_percent;
@@ -695,8 +700,37 @@ int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage 
         return 0;
 }
 
+static unsigned invalidate_volume_snapshots(struct pool *p, const char *volume) {
+        unsigned n = 0;
+
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                struct snapshot *s = &p->meta.snapshots[i];
+
+                if (strcmp(s->volume, volume) == 0 && s->state != SNAPSHOT_INVALID) {
+                        s->state = SNAPSHOT_INVALID;
+                        n++;
+                }
+        }
+        return n;
+}
+
 int rb_refresh_states(struct pool *p, unsigned *ret_changed) {
         unsigned changed = 0;
+
+        /*
+         * A volume back on its own table (booted without the early-boot hook)
+         * has been written untracked: its snapshots no longer match it.
+         */
+        for (size_t i = 0; i < p->meta.n_volumes; i++) {
+                const struct volume *v = &p->meta.volumes[i];
+                _cleanup_(stack_done) struct stack st = {};
+                struct rbdm_info info;
+
+                if (v->merging || rbdm_info(v->name, &info) < 0 || !info.exists || !info.live_table ||
+                    stack_read(v->name, &st) < 0 || st.backend >= 0)
+                        continue;
+                changed += invalidate_volume_snapshots(p, v->name);
+        }
 
         for (size_t i = 0; i < p->meta.n_snapshots; i++) {
                 struct snapshot *s = &p->meta.snapshots[i];
@@ -1149,20 +1183,6 @@ int rb_pool_open_locked(const char *path, struct pool **ret_pool, int *ret_lock)
                 return r;
         *ret_lock = TAKE_FD(lock);
         return 0;
-}
-
-static unsigned invalidate_volume_snapshots(struct pool *p, const char *volume) {
-        unsigned n = 0;
-
-        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
-                struct snapshot *s = &p->meta.snapshots[i];
-
-                if (strcmp(s->volume, volume) == 0 && s->state != SNAPSHOT_INVALID) {
-                        s->state = SNAPSHOT_INVALID;
-                        n++;
-                }
-        }
-        return n;
 }
 
 int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *ret) {

@@ -165,7 +165,7 @@ static const char *error_text(int r) {
         case ENOTBLK: return "not a device-mapper volume (rollback snapshots LVs and other dm devices)";
         case EISDIR: return "that is one of rollback's own devices, not a volume";
         case EADDRINUSE: return "the device is in use";
-        case ESTALE: return "the snapshot is invalid (its COW overflowed or failed): it cannot be reverted to";
+        case ESTALE: return "the snapshot is invalid (its COW overflowed or failed, or its volume was written while it was not armed): it cannot be reverted to";
         default: return NULL;
         }
 }

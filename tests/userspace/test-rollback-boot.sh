@@ -4,7 +4,10 @@
 #   merge    as early boot: LVM activates, rollback-boot starts the merge;
 #            the volume mounted while merging shows the pre state at once
 #   again    the next boot: post is re-armed, all is as it was
-#   broken   no snapshot targets at boot: post is marked invalid
+#   broken   no snapshot targets at boot: post is marked invalid; then a
+#            new snapshot, with the targets back
+#   unarmed  booted without the hook: the volume is written untracked, and
+#            the snapshot is reported invalid
 . ./lib.sh
 . ./lib-userspace.sh
 phase=$1
@@ -83,6 +86,21 @@ broken)
                 fail "snapshots not marked invalid: $($ctl list)"
         expect_rc 6 $ctl revert post
         dmsetup table vg0-root | grep -q " linear " || fail "vg0-root is not plain"
+        must insmod /lib/modules/dm-snapshot.ko
+        must insmod /lib/modules/dm-rollback.ko
+        must $ctl delete post
+        must $ctl delete third
+        must $ctl snapshot --name fourth vg0-root
+        ;;
+unarmed)
+        load_state
+        must lvm vgchange -q -ay vg0
+        must mount /dev/mapper/vg0-root /mnt
+        echo "written with no snapshot armed" > /mnt/untracked
+        umount /mnt
+        $ctl list
+        [ "$($ctl --json list | json_field state)" = invalid ] || fail "fourth is not reported invalid"
+        expect_rc 6 $ctl revert fourth
         ;;
 esac
 pass

@@ -245,9 +245,14 @@ static int read_header(int fd, struct pool_geometry *g) {
         return 0;
 }
 
+static void free_slot_texts(char *(*texts)[2]) {
+        free((*texts)[0]);
+        free((*texts)[1]);
+}
+
 int pool_load(int fd, struct pool **ret) {
         _cleanup_pool_ struct pool *p = NULL;
-        _cleanup_free_ char *text[2] = {};
+        _cleanup_(free_slot_texts) char *text[2] = {};
         uint64_t seq[2] = {};
         int r, valid[2];
 

@@ -418,6 +418,60 @@ static void pstore_write_metadata(struct rb_store *store, bool data_flush,
 		done(1, context);
 }
 
+/*
+ * A merge takes exceptions back from the end of the list, one area at a
+ * time: the removed entries are zeroed, so the list still ends at the
+ * first zero entry and either implementation can go on from here.
+ */
+static int pstore_prepare_merge(struct rb_store *store,
+				struct rb_merge_entry *entries, unsigned int max)
+{
+	struct rb_pstore *ps = store->context;
+	struct rb_disk_exception *de = ps->area;
+	unsigned int i, n;
+	int r;
+
+	if (!ps->valid)
+		return -EIO;
+	if (!ps->area_used) {
+		if (!ps->current_area)
+			return 0;
+		r = pstore_io(store, ps->area, area_chunk(ps, ps->current_area - 1),
+			      REQ_OP_READ);
+		if (r)
+			return r;
+		ps->current_area--;
+		ps->area_used = ps->entries_per_area;
+	}
+
+	n = min(max, ps->area_used);
+	for (i = 0; i < n; i++) {
+		entries[i].old_chunk = le64_to_cpu(de[ps->area_used - 1 - i].old_chunk);
+		entries[i].new_chunk = le64_to_cpu(de[ps->area_used - 1 - i].new_chunk);
+	}
+	return n;
+}
+
+static int pstore_commit_merge(struct rb_store *store, unsigned int n)
+{
+	struct rb_pstore *ps = store->context;
+	int r;
+
+	if (WARN_ON(n > ps->area_used))
+		return -EINVAL;
+	memset((struct rb_disk_exception *)ps->area + ps->area_used - n, 0,
+	       n * sizeof(struct rb_disk_exception));
+	r = write_area(store);
+	if (r) {
+		ps->valid = false;
+		return r;
+	}
+	ps->area_used -= n;
+	/* As if the remaining exceptions had been allocated in order. */
+	ps->next_free = area_chunk(ps, ps->current_area) + ps->area_used + 1;
+	return 0;
+}
+
 static int pstore_invalidate(struct rb_store *store)
 {
 	struct rb_pstore *ps = store->context;
@@ -445,6 +499,8 @@ const struct rb_store_ops rb_persistent_store_ops = {
 	.allocate = pstore_allocate,
 	.stage = pstore_stage,
 	.write_metadata = pstore_write_metadata,
+	.prepare_merge = pstore_prepare_merge,
+	.commit_merge = pstore_commit_merge,
 	.invalidate = pstore_invalidate,
 	.usage = pstore_usage,
 };

@@ -11,13 +11,22 @@
  * When an origin write hits a chunk that several snapshots (of the same
  * chunk size) still share, the chunk is read once and written to all of
  * their COW devices in one copy job.
+ *
+ * rollback-merge replaces the origin's table and copies a snapshot's
+ * chunks back into the origin while the device stays in use; the other
+ * snapshots get the old origin data first, as for any origin write.
+ * Unlike upstream, it merges a batch of exceptions at a time (any chunks,
+ * not only consecutive ones) with several copies in flight and one
+ * metadata write per batch.
  */
 
 #include "dm-rollback.h"
 
 #include <linux/bio.h>
+#include <linux/blkdev.h>
 #include <linux/delay.h>
 #include <linux/dm-kcopyd.h>
+#include <linux/ktime.h>
 #include <linux/mempool.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -32,6 +41,13 @@
 #define RB_MIN_PENDING		256
 #define RB_MAX_HASH_BITS	18
 #define RB_TRACKED_BUCKETS	64
+#define RB_MERGE_BATCH		128
+
+enum rb_merge_state {
+	RB_MERGE_STOPPED,
+	RB_MERGE_RUNNING,
+	RB_MERGE_FAILED,
+};
 
 struct rb_exception {
 	struct hlist_node hash;
@@ -76,9 +92,33 @@ struct rb_snapshot {
 	/* Serialises commits: the store stages one batch at a time. */
 	struct mutex commit_lock;
 
-	/* Snapshot reads sent to the origin and still in flight. */
+	/*
+	 * Snapshot reads sent to the origin and still in flight; for a merge,
+	 * every bio sent to the COW.
+	 */
 	spinlock_t tracked_lock;
 	struct hlist_head tracked[RB_TRACKED_BUCKETS];
+
+	/* Its COW was taken over by a merge: I/O fails, origin writes skip it. */
+	bool handed_over;
+
+	/* rollback-merge only; under lock unless noted. */
+	bool merge;
+	struct rb_snapshot *handover_src;	/* COW to take over at resume */
+	enum rb_merge_state merge_state;
+	bool merge_stop;
+	bool merge_running;
+	wait_queue_head_t merge_wait;
+	struct work_struct merge_work;
+	u64 exception_count;
+	struct rb_merge_entry *batch;	/* the chunks being merged now */
+	unsigned int batch_n;
+	struct bio_list merge_waiting;	/* bios to those chunks */
+	unsigned int throttle_kbs;	/* 0: unlimited */
+	/* Worker only. */
+	atomic_t merge_copies;
+	int merge_copy_error;
+	struct completion merge_copied;
 };
 
 /* A chunk being copied from the origin into one snapshot's COW. */
@@ -181,6 +221,7 @@ static int add_recorded_exception(void *context, rb_chunk_t old_chunk,
 	e->old_chunk = old_chunk;
 	e->new_chunk = new_chunk;
 	table_insert(&s->complete, e);
+	s->exception_count++;
 	return 0;
 }
 
@@ -221,10 +262,24 @@ static int register_snapshot(struct rb_snapshot *s)
 	down_write(&rb_origins_lock);
 	list_for_each_entry(o, &rb_origins, list) {
 		list_for_each_entry(other, &o->snapshots, origin_list) {
-			if (other->cow_dev->bdev->bd_dev == s->cow_dev->bdev->bd_dev) {
+			char *busy = NULL;
+
+			if (other->merge && s->merge &&
+			    other->origin_dev->bdev == s->origin_dev->bdev)
+				busy = "A merge is already running on this origin";
+			else if (other->cow_dev->bdev != s->cow_dev->bdev)
+				continue;
+			/* Two tables may share a COW: a snapshot handing it over to a merge. */
+			else if (!s->merge || other->merge || other->handed_over)
+				busy = "COW device is already in use";
+			else if (s->handover_src)
+				busy = "COW device is already in use by two tables";
+			else
+				s->handover_src = other;
+			if (busy) {
 				up_write(&rb_origins_lock);
 				kfree(fresh);
-				s->ti->error = "COW device is already in use";
+				s->ti->error = busy;
 				return -EBUSY;
 			}
 		}
@@ -261,8 +316,13 @@ static struct rb_origin *unregister_snapshot(struct rb_snapshot *s)
 {
 	struct rb_origin *o = s->origin;
 
+	struct rb_snapshot *other;
+
 	down_write(&rb_origins_lock);
 	list_del(&s->origin_list);
+	list_for_each_entry(other, &o->snapshots, origin_list)
+		if (other->handover_src == s)
+			other->handover_src = NULL;
 	update_min_chunk(o);
 	if (list_empty(&o->snapshots))
 		list_del(&o->list);
@@ -286,7 +346,7 @@ static void invalidate_work_fn(struct work_struct *work)
 /* Called with s->lock held; the header is written from the workqueue. */
 static void invalidate_snapshot(struct rb_snapshot *s, const char *why)
 {
-	if (!s->valid)
+	if (!s->valid || s->handed_over)
 		return;
 	DMERR("%s: snapshot invalidated: %s", s->cow_dev->name, why);
 	s->valid = false;
@@ -361,6 +421,7 @@ struct rb_commit_ctx {
 	bool writing;
 };
 
+static void merge_work_fn(struct work_struct *work);
 static void commit_begin(struct rb_snapshot *s, struct rb_commit_ctx *c);
 static void commit_write(struct rb_commit_ctx *c, bool data_flush);
 static void commit_wait(struct rb_commit_ctx *c);
@@ -476,6 +537,9 @@ static int origin_write(struct rb_origin *o, sector_t sector,
 		rb_chunk_t chunk = sector >> s->store.chunk_shift;
 		rb_chunk_t last = (sector + count - 1) >> s->store.chunk_shift;
 
+		/* A merge never takes new exceptions; a handed-over COW is not ours. */
+		if (s->merge || s->handed_over)
+			continue;
 		mutex_lock(&s->lock);
 		for (; chunk <= last && s->valid && s->active; chunk++) {
 			struct rb_exception *e;
@@ -712,7 +776,8 @@ static void snapshot_free(struct rb_snapshot *s)
  * format, N does not.  chunk_sectors is a power of two; the chunk size
  * recorded in an existing persistent COW wins.
  */
-static int snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv)
+static int snapshot_ctr_common(struct dm_target *ti, unsigned int argc,
+			       char **argv, bool merge)
 {
 	struct rb_snapshot *s;
 	unsigned int i;
@@ -730,6 +795,10 @@ static int snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 	s->ti = ti;
 	s->valid = true;
+	s->merge = merge;
+	init_waitqueue_head(&s->merge_wait);
+	INIT_WORK(&s->merge_work, merge_work_fn);
+	bio_list_init(&s->merge_waiting);
 	mutex_init(&s->lock);
 	mutex_init(&s->commit_lock);
 	INIT_LIST_HEAD(&s->commit_queue);
@@ -755,7 +824,15 @@ static int snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		goto bad_args;
 	}
 
-	r = dm_get_device(ti, argv[0], FMODE_READ, &s->origin_dev);
+	if (merge && !s->store.ops->prepare_merge) {
+		ti->error = "Store does not support merging";
+		r = -EINVAL;
+		goto bad_args;
+	}
+
+	/* A merge writes the origin. */
+	r = dm_get_device(ti, argv[0], merge ? dm_table_get_mode(ti->table) : FMODE_READ,
+			  &s->origin_dev);
 	if (r) {
 		ti->error = "Cannot get origin device";
 		goto bad_args;
@@ -834,6 +911,11 @@ bad_args:
 	return r;
 }
 
+static int snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv)
+{
+	return snapshot_ctr_common(ti, argc, argv, false);
+}
+
 static void snapshot_dtr(struct dm_target *ti)
 {
 	struct rb_snapshot *s = ti->private;
@@ -877,7 +959,7 @@ static int snapshot_map(struct dm_target *ti, struct bio *bio)
 	chunk = dm_target_offset(ti, bio->bi_iter.bi_sector) >> s->store.chunk_shift;
 
 	mutex_lock(&s->lock);
-	if (!s->valid) {
+	if (!s->valid || s->handed_over) {
 		r = DM_MAPIO_KILL;
 		goto out_unlock;
 	}
@@ -984,6 +1066,420 @@ static int snapshot_iterate_devices(struct dm_target *ti,
 	if (!r)
 		r = fn(ti, s->cow_dev, 0, bdev_nr_sectors(s->cow_dev->bdev), data);
 	return r;
+}
+
+/* ---- rollback-merge ---- */
+
+static bool chunk_in_batch(struct rb_snapshot *s, rb_chunk_t chunk)
+{
+	unsigned int i;
+
+	for (i = 0; i < s->batch_n; i++)
+		if (s->batch[i].old_chunk == chunk)
+			return true;
+	return false;
+}
+
+/*
+ * Where a bio to the merging device goes: a chunk being merged right now
+ * waits for the merge of its batch; a chunk not merged yet lives in the
+ * COW; everything else (and all I/O once the snapshot is invalid) is the
+ * origin, whose writes first copy into the other snapshots.
+ */
+static int merge_map_bio(struct rb_snapshot *s, struct bio *bio)
+{
+	struct rb_tracked *t = dm_per_bio_data(bio, sizeof(*t));
+	sector_t offset = dm_target_offset(s->ti, bio->bi_iter.bi_sector);
+	rb_chunk_t chunk = offset >> s->store.chunk_shift;
+	struct rb_exception *e;
+	int r = DM_MAPIO_REMAPPED;
+
+	mutex_lock(&s->lock);
+	if (s->valid && chunk_in_batch(s, chunk)) {
+		bio_list_add(&s->merge_waiting, bio);
+		mutex_unlock(&s->lock);
+		return DM_MAPIO_SUBMITTED;
+	}
+	e = s->valid ? table_lookup(&s->complete, chunk) : NULL;
+	if (e) {
+		/* Tracked under the lock, so a batch taking the chunk waits for it. */
+		track_read(s, t, chunk);
+		remap_to_cow(s, bio, e->new_chunk);
+		mutex_unlock(&s->lock);
+		return DM_MAPIO_REMAPPED;
+	}
+	mutex_unlock(&s->lock);
+
+	bio_set_dev(bio, s->origin_dev->bdev);
+	bio->bi_iter.bi_sector = offset;
+	if (bio_data_dir(bio) == WRITE && bio_sectors(bio)) {
+		down_read(&rb_origins_lock);
+		r = origin_write(s->origin, offset, bio_sectors(bio), bio);
+		up_read(&rb_origins_lock);
+	}
+	return r;
+}
+
+static int merge_map(struct dm_target *ti, struct bio *bio)
+{
+	struct rb_snapshot *s = ti->private;
+	struct rb_tracked *t = dm_per_bio_data(bio, sizeof(*t));
+
+	INIT_HLIST_NODE(&t->node);
+	if (bio->bi_opf & REQ_PREFLUSH) {
+		/* One flush for each device that holds data of this device. */
+		bio_set_dev(bio, dm_bio_get_target_bio_nr(bio) ?
+			    s->cow_dev->bdev : s->origin_dev->bdev);
+		return DM_MAPIO_REMAPPED;
+	}
+	return merge_map_bio(s, bio);
+}
+
+/* True once every other snapshot has its own copy of the origin range. */
+static bool others_have_copied(struct rb_snapshot *s, sector_t sector,
+			       sector_t count)
+{
+	struct rb_snapshot *t;
+	bool done = true;
+
+	list_for_each_entry(t, &s->origin->snapshots, origin_list) {
+		rb_chunk_t chunk = sector >> t->store.chunk_shift;
+		rb_chunk_t last = (sector + count - 1) >> t->store.chunk_shift;
+
+		if (t == s || t->merge || t->handed_over)
+			continue;
+		mutex_lock(&t->lock);
+		for (; chunk <= last && t->valid && t->active && done; chunk++)
+			if (!table_lookup(&t->complete, chunk))
+				done = false;
+		mutex_unlock(&t->lock);
+		if (!done)
+			break;
+	}
+	return done;
+}
+
+static void merge_copy_done(int read_err, unsigned long write_err, void *context)
+{
+	struct rb_snapshot *s = context;
+
+	if (read_err || write_err)
+		s->merge_copy_error = -EIO;
+	if (atomic_dec_and_test(&s->merge_copies))
+		complete(&s->merge_copied);
+}
+
+/* Copies the batch from the COW into the origin, all copies in flight at once. */
+static int merge_copy_batch(struct rb_snapshot *s, unsigned int n)
+{
+	sector_t dev_size = bdev_nr_sectors(s->origin_dev->bdev);
+	unsigned int i;
+
+	s->merge_copy_error = 0;
+	init_completion(&s->merge_copied);
+	atomic_set(&s->merge_copies, 1);
+	for (i = 0; i < n; i++) {
+		struct dm_io_region src, dest;
+
+		dest.bdev = s->origin_dev->bdev;
+		dest.sector = s->batch[i].old_chunk << s->store.chunk_shift;
+		if (dest.sector >= dev_size)
+			continue;
+		dest.count = min_t(sector_t, s->store.chunk_sectors, dev_size - dest.sector);
+		src.bdev = s->cow_dev->bdev;
+		src.sector = s->batch[i].new_chunk << s->store.chunk_shift;
+		src.count = dest.count;
+		atomic_inc(&s->merge_copies);
+		dm_kcopyd_copy(s->origin->kc, &src, 1, &dest, 0, merge_copy_done, s);
+	}
+	merge_copy_done(0, 0, s);
+	wait_for_completion(&s->merge_copied);
+	return s->merge_copy_error;
+}
+
+static void merge_throttle(struct rb_snapshot *s, unsigned int n, u64 start)
+{
+	u64 kib = ((u64)n * s->store.chunk_sectors) >> 1;
+	u64 want_ns, took_ns = ktime_get_ns() - start;
+	unsigned int rate = READ_ONCE(s->throttle_kbs);
+
+	if (!rate)
+		return;
+	want_ns = div_u64(kib * NSEC_PER_SEC, rate);
+	if (want_ns > took_ns)
+		msleep(div_u64(want_ns - took_ns, NSEC_PER_MSEC));
+}
+
+static void merge_stopped(struct rb_snapshot *s, enum rb_merge_state state)
+{
+	mutex_lock(&s->lock);
+	s->merge_state = state;
+	s->merge_running = false;
+	mutex_unlock(&s->lock);
+	wake_up_all(&s->merge_wait);
+}
+
+/*
+ * One batch per round: take the last exceptions of the store, wait for the
+ * I/O to them, give the other snapshots the origin data about to be
+ * overwritten, copy, flush the origin, then drop the entries from the COW
+ * with one metadata write.  A crash anywhere leaves entries that are
+ * merged again, which is harmless.
+ */
+static void merge_work_fn(struct work_struct *work)
+{
+	struct rb_snapshot *s = container_of(work, struct rb_snapshot, merge_work);
+
+	for (;;) {
+		struct bio_list waiting;
+		struct bio *bio;
+		unsigned int i;
+		u64 start = ktime_get_ns();
+		int n, r;
+
+		mutex_lock(&s->lock);
+		if (s->merge_stop || !s->valid) {
+			mutex_unlock(&s->lock);
+			merge_stopped(s, RB_MERGE_STOPPED);
+			return;
+		}
+		n = s->store.ops->prepare_merge(&s->store, s->batch, RB_MERGE_BATCH);
+		if (n <= 0) {
+			mutex_unlock(&s->lock);
+			if (n < 0)
+				DMERR("%s: merge failed: cannot read COW metadata", s->cow_dev->name);
+			merge_stopped(s, n < 0 ? RB_MERGE_FAILED : RB_MERGE_STOPPED);
+			return;
+		}
+		/*
+		 * Entries superseded by a later one for the same chunk only
+		 * need removing; the table says which copy is current.
+		 */
+		for (i = 0; i < n; i++) {
+			struct rb_exception *e = table_lookup(&s->complete, s->batch[i].old_chunk);
+
+			if (!e || e->new_chunk != s->batch[i].new_chunk)
+				s->batch[i].old_chunk = ~0ULL;
+		}
+		s->batch_n = n;
+		mutex_unlock(&s->lock);
+
+		for (i = 0; i < n; i++)
+			if (s->batch[i].old_chunk != ~0ULL)
+				wait_for_tracked_reads(s, s->batch[i].old_chunk);
+
+		down_read(&rb_origins_lock);
+		for (i = 0; i < n; i++) {
+			sector_t sector = s->batch[i].old_chunk << s->store.chunk_shift;
+
+			if (s->batch[i].old_chunk != ~0ULL)
+				origin_write(s->origin, sector, s->store.chunk_sectors, NULL);
+		}
+		for (i = 0; i < n; i++) {
+			sector_t sector = s->batch[i].old_chunk << s->store.chunk_shift;
+
+			while (s->batch[i].old_chunk != ~0ULL &&
+			       !others_have_copied(s, sector, s->store.chunk_sectors))
+				usleep_range(100, 200);
+		}
+		up_read(&rb_origins_lock);
+
+		r = merge_copy_batch(s, n);
+		if (!r)
+			r = blkdev_issue_flush(s->origin_dev->bdev);
+		if (!r)
+			r = s->store.ops->commit_merge(&s->store, n);
+
+		mutex_lock(&s->lock);
+		if (!r) {
+			for (i = 0; i < n; i++) {
+				struct rb_exception *e;
+
+				if (s->batch[i].old_chunk == ~0ULL)
+					continue;
+				e = table_lookup(&s->complete, s->batch[i].old_chunk);
+				hlist_del(&e->hash);
+				kmem_cache_free(rb_exception_cache, e);
+				s->exception_count--;
+			}
+		}
+		s->batch_n = 0;
+		waiting = s->merge_waiting;
+		bio_list_init(&s->merge_waiting);
+		mutex_unlock(&s->lock);
+
+		while ((bio = bio_list_pop(&waiting)))
+			if (merge_map_bio(s, bio) == DM_MAPIO_REMAPPED)
+				submit_bio_noacct(bio);
+
+		if (r) {
+			DMERR("%s: merge failed: %d", s->cow_dev->name, r);
+			merge_stopped(s, RB_MERGE_FAILED);
+			return;
+		}
+		merge_throttle(s, n, start);
+		cond_resched();
+	}
+}
+
+static void merge_start(struct rb_snapshot *s)
+{
+	mutex_lock(&s->lock);
+	s->merge_stop = false;
+	if (!s->merge_running && s->merge_state != RB_MERGE_FAILED && s->valid) {
+		s->merge_running = true;
+		s->merge_state = RB_MERGE_RUNNING;
+		queue_work(rb_wq, &s->merge_work);
+	}
+	mutex_unlock(&s->lock);
+}
+
+/* Stops after the batch in flight is committed. */
+static void merge_stop(struct rb_snapshot *s)
+{
+	mutex_lock(&s->lock);
+	s->merge_stop = true;
+	mutex_unlock(&s->lock);
+	wait_event(s->merge_wait, !READ_ONCE(s->merge_running));
+}
+
+/*
+ * Construct a merge, in place of the origin's table:
+ *   rollback-merge <origin_dev> <cow_dev> P <chunk_sectors>
+ *
+ * As rollback-snap.  If a rollback-snap uses cow_dev, the merge takes its
+ * COW over when it resumes; that snapshot must be suspended then, and
+ * fails its I/O from then on.
+ */
+static int merge_ctr(struct dm_target *ti, unsigned int argc, char **argv)
+{
+	struct rb_snapshot *s;
+	int r;
+
+	r = snapshot_ctr_common(ti, argc, argv, true);
+	if (r)
+		return r;
+	s = ti->private;
+	s->batch = kcalloc(RB_MERGE_BATCH, sizeof(*s->batch), GFP_KERNEL);
+	if (!s->batch) {
+		snapshot_dtr(ti);
+		ti->error = "Cannot allocate merge batch";
+		return -ENOMEM;
+	}
+	ti->num_flush_bios = 2;
+	return 0;
+}
+
+static void merge_dtr(struct dm_target *ti)
+{
+	struct rb_snapshot *s = ti->private;
+
+	merge_stop(s);
+	kfree(s->batch);
+	snapshot_dtr(ti);
+}
+
+/* Takes the exceptions over from the suspended snapshot that had the COW. */
+static int merge_preresume(struct dm_target *ti)
+{
+	struct rb_snapshot *s = ti->private, *src;
+	int r = 0;
+
+	down_read(&rb_origins_lock);
+	src = s->handover_src;
+	if (src && !dm_suspended(src->ti)) {
+		DMERR("%s: the snapshot handing over its COW must be suspended",
+		      s->cow_dev->name);
+		r = -EINVAL;
+	} else if (src) {
+		mutex_lock(&src->lock);
+		src->handed_over = true;
+		mutex_unlock(&src->lock);
+		s->handover_src = NULL;
+	}
+	up_read(&rb_origins_lock);
+	if (r || !src)
+		return r;
+
+	/* What the snapshot committed until it stopped is on disk now. */
+	table_destroy(&s->complete, true);
+	s->exception_count = 0;
+	s->store.ops->destroy(&s->store);
+	r = s->store.ops->create(&s->store);
+	if (!r)
+		r = table_init(&s->complete, bdev_nr_sectors(s->cow_dev->bdev),
+			       s->store.chunk_shift);
+	if (!r) {
+		char *error = NULL;
+
+		r = s->store.ops->read_metadata(&s->store, add_recorded_exception, s, &error);
+		if (r > 0) {
+			s->valid = false;
+			r = 0;
+		} else if (r) {
+			DMERR("%s: handover: %s", s->cow_dev->name, error ?: "cannot read COW");
+		}
+	}
+	return r;
+}
+
+static void merge_resume(struct dm_target *ti)
+{
+	merge_start(ti->private);
+}
+
+static void merge_presuspend(struct dm_target *ti)
+{
+	merge_stop(ti->private);
+}
+
+static void merge_status(struct dm_target *ti, status_type_t type,
+			 unsigned int status_flags, char *result,
+			 unsigned int maxlen)
+{
+	static const char *const states[] = {
+		[RB_MERGE_STOPPED] = "stopped",
+		[RB_MERGE_RUNNING] = "running",
+		[RB_MERGE_FAILED] = "failed",
+	};
+	struct rb_snapshot *s = ti->private;
+	sector_t total, allocated, metadata;
+	unsigned int sz = 0;
+
+	if (type != STATUSTYPE_INFO) {
+		snapshot_status(ti, type, status_flags, result, maxlen);
+		return;
+	}
+	mutex_lock(&s->lock);
+	if (!s->valid) {
+		DMEMIT("Invalid");
+	} else if (s->merge_state == RB_MERGE_FAILED) {
+		DMEMIT("Merge failed");
+	} else {
+		s->store.ops->usage(&s->store, &total, &allocated, &metadata);
+		DMEMIT("%llu/%llu %llu %llu %s", (unsigned long long)allocated,
+		       (unsigned long long)total, (unsigned long long)metadata,
+		       (unsigned long long)s->exception_count, states[s->merge_state]);
+	}
+	mutex_unlock(&s->lock);
+}
+
+static int merge_message(struct dm_target *ti, unsigned int argc, char **argv,
+			 char *result, unsigned int maxlen)
+{
+	struct rb_snapshot *s = ti->private;
+	unsigned int rate;
+
+	if (argc == 2 && !strcasecmp(argv[0], "merge_throttle")) {
+		if (kstrtouint(argv[1], 10, &rate)) {
+			DMERR("merge_throttle takes KiB/s, 0 for unlimited");
+			return -EINVAL;
+		}
+		WRITE_ONCE(s->throttle_kbs, rate);
+		return 0;
+	}
+	DMERR("Unrecognised message '%s'", argc ? argv[0] : "");
+	return -EINVAL;
 }
 
 /* ---- rollback-origin ---- */
@@ -1093,7 +1589,7 @@ static int origin_iterate_devices(struct dm_target *ti,
 
 static struct target_type origin_target = {
 	.name = "rollback-origin",
-	.version = {1, 0, 0},
+	.version = {1, 1, 0},
 	.module = THIS_MODULE,
 	.ctr = origin_ctr,
 	.dtr = origin_dtr,
@@ -1104,7 +1600,7 @@ static struct target_type origin_target = {
 
 static struct target_type snapshot_target = {
 	.name = "rollback-snap",
-	.version = {1, 0, 0},
+	.version = {1, 1, 0},
 	.module = THIS_MODULE,
 	.ctr = snapshot_ctr,
 	.dtr = snapshot_dtr,
@@ -1112,6 +1608,22 @@ static struct target_type snapshot_target = {
 	.end_io = snapshot_end_io,
 	.resume = snapshot_resume,
 	.status = snapshot_status,
+	.iterate_devices = snapshot_iterate_devices,
+};
+
+static struct target_type merge_target = {
+	.name = "rollback-merge",
+	.version = {1, 0, 0},
+	.module = THIS_MODULE,
+	.ctr = merge_ctr,
+	.dtr = merge_dtr,
+	.map = merge_map,
+	.end_io = snapshot_end_io,
+	.preresume = merge_preresume,
+	.resume = merge_resume,
+	.presuspend = merge_presuspend,
+	.status = merge_status,
+	.message = merge_message,
 	.iterate_devices = snapshot_iterate_devices,
 };
 
@@ -1138,8 +1650,13 @@ static int __init dm_rollback_init(void)
 	r = dm_register_target(&snapshot_target);
 	if (r)
 		goto bad_snapshot_target;
+	r = dm_register_target(&merge_target);
+	if (r)
+		goto bad_merge_target;
 	return 0;
 
+bad_merge_target:
+	dm_unregister_target(&snapshot_target);
 bad_snapshot_target:
 	dm_unregister_target(&origin_target);
 bad_origin_target:
@@ -1156,6 +1673,7 @@ bad_exception_cache:
 
 static void __exit dm_rollback_exit(void)
 {
+	dm_unregister_target(&merge_target);
 	dm_unregister_target(&snapshot_target);
 	dm_unregister_target(&origin_target);
 	destroy_workqueue(rb_wq);

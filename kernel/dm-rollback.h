@@ -43,6 +43,12 @@ struct rb_store {
 typedef int (*rb_add_exception_fn)(void *context, rb_chunk_t old_chunk,
 				   rb_chunk_t new_chunk);
 
+/* One recorded exception, as a merge takes them back. */
+struct rb_merge_entry {
+	rb_chunk_t old_chunk;
+	rb_chunk_t new_chunk;
+};
+
 struct rb_store_ops {
 	char type;			/* 'P' or 'N', as in the table */
 	int (*create)(struct rb_store *store);
@@ -74,6 +80,15 @@ struct rb_store_ops {
 	void (*write_metadata)(struct rb_store *store, bool data_flush,
 			       void (*done)(unsigned long error, void *context),
 			       void *context);
+	/*
+	 * Merging (NULL if the store cannot merge): prepare_merge fills
+	 * entries with up to max exceptions from the end of the recorded
+	 * list, the last one first, and returns how many (0 when none are
+	 * left); commit_merge durably removes the first n of them.
+	 */
+	int (*prepare_merge)(struct rb_store *store, struct rb_merge_entry *entries,
+			     unsigned int max);
+	int (*commit_merge)(struct rb_store *store, unsigned int n);
 	/* Marks the store invalid on disk, for good. */
 	int (*invalidate)(struct rb_store *store);
 	void (*usage)(struct rb_store *store, sector_t *total,

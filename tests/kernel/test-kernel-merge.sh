@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# rollback-merge rolls the origin back to a snapshot while it is in use:
+# writes during the merge land, another snapshot keeps its contents, and
+# the result equals the snapshot plus those writes.  Upstream is the
+# oracle both ways: COWs of either implementation merged by the other, and
+# a merge started by one and finished by the other.
+#
+# Disks: vda origin (32M), vdb the merging COW, vdc another snapshot's COW.
+. ./lib.sh
+
+merge_target() {
+        case $1 in rollback) echo rollback-merge ;; upstream) echo snapshot-merge ;; esac
+}
+
+# start_merge IMPL CHUNK: o becomes a merge of the COW on vdb.
+start_merge() {
+        local size
+        size=$(sectors /dev/mapper/o-real)
+        must dmsetup suspend o
+        must dmsetup reload o --table "0 $size $(merge_target "$1") /dev/mapper/o-real /dev/vdb P $2"
+        must dmsetup resume o
+}
+
+merge_left() {
+        local st alloc meta
+        st=$(snapshot_status o)
+        alloc=${st%%/*}
+        meta=$(echo "$st" | cut -d' ' -f2)
+        echo $((alloc - meta))
+}
+
+wait_merged() {
+        local i=0
+        while [ "$(merge_left)" != 0 ]; do
+                i=$((i + 1))
+                [ $i -lt 1500 ] || fail "merge did not finish: $(snapshot_status o)"
+                sleep 0.2
+        done
+}
+
+# prepare IMPL CHUNK SEED: s1 (vdb) and s2 (vdc) with changes in both
+# directions; the models say what each device must hold.
+prepare() {
+        must rbio fill /dev/vda "$3"
+        zero_cow /dev/vdb
+        zero_cow /dev/vdc
+        make_origin "$1" o /dev/vda
+        make_snapshot "$1" o s1 /dev/vdb "$2" || fail "create s1"
+        cp /dev/vda /tmp/model-s1
+        cp /dev/vda /tmp/model-o
+        must rbio write /dev/mapper/o /tmp/model-o --seed $(($3 + 1)) --count 400 --direct
+        make_snapshot "$1" o s2 /dev/vdc "$2" || fail "create s2"
+        cp /tmp/model-o /tmp/model-s2
+        must rbio write /dev/mapper/o /tmp/model-o --seed $(($3 + 2)) --count 300 --threads 2 --direct
+        must rbio write /dev/mapper/s1 /tmp/model-s1 --seed $(($3 + 3)) --count 100 --direct
+        must rbio cmp /dev/mapper/s1 /tmp/model-s1
+        must rbio cmp /dev/mapper/s2 /tmp/model-s2
+}
+
+# reload IMPL CHUNK: the same COWs under the other implementation's targets.
+reload_as() {
+        remove_all
+        make_origin "$1" o /dev/vda
+        make_snapshot "$1" o s2 /dev/vdc "$2" || fail "$1: reload s2"
+}
+
+# merge_and_check SNAPIMPL MERGEIMPL CHUNK SEED [FINISHIMPL]
+merge_and_check() {
+        local finish=${5:-$2}
+        step "snapshots by $1, merged by $2${5:+, finished by $5}: chunk $3"
+        prepare "$1" "$3" "$4"
+        reload_as "$2" "$3"
+        cp /tmp/model-s1 /tmp/model-merge
+        start_merge "$2" "$3"
+        if [ "$2" = rollback ] && [ -n "${5:-}" ]; then
+                must dmsetup message o 0 merge_throttle 300
+        fi
+        snapshot_status o
+        # In use while merging: it shows the snapshot at once, takes writes.
+        must rbio cmp /dev/mapper/o /tmp/model-merge
+        must rbio write /dev/mapper/o /tmp/model-merge --seed $(($4 + 4)) --count 200 --direct
+        must rbio cmp /dev/mapper/o /tmp/model-merge
+        must rbio cmp /dev/mapper/s2 /tmp/model-s2
+        if [ -n "${5:-}" ]; then
+                [ "$(merge_left)" -gt 0 ] || fail "the merge finished before the switch"
+                must dmsetup suspend o
+                echo "left at the switch: $(merge_left) sectors"
+                reload_as "$finish" "$3"
+                start_merge "$finish" "$3"
+        fi
+        wait_merged
+        snapshot_status o
+        must rbio cmp /dev/mapper/o /tmp/model-merge
+        must rbio cmp /dev/mapper/s2 /tmp/model-s2
+        # Back to a plain origin: the merged device stays as it is.
+        must dmsetup suspend o
+        must dmsetup reload o --table "0 $(sectors /dev/mapper/o-real) $(origin_target "$finish") /dev/mapper/o-real"
+        must dmsetup resume o
+        must rbio cmp /dev/mapper/o /tmp/model-merge
+        must rbio cmp /dev/mapper/s2 /tmp/model-s2
+        remove_all
+        must rbio cmp /dev/vda /tmp/model-merge
+}
+
+step "the target and its table errors"
+dmsetup targets | grep -q rollback-merge || fail "rollback-merge not registered"
+zero_cow /dev/vdb
+make_origin rollback o /dev/vda
+size=$(sectors /dev/mapper/o-real)
+must dmsetup create m --table "0 $size rollback-merge /dev/mapper/o-real /dev/vdb P 8"
+must dmsetup message m 0 merge_throttle 0
+must_not dmsetup message m 0 merge_throttle fast
+must_not dmsetup message m 0 frobnicate
+zero_cow /dev/vdc
+must_not dmsetup create m2 --table "0 $size rollback-merge /dev/mapper/o-real /dev/vdc P 8"
+dmesg | grep -q "A merge is already running on this origin" || fail "no error for a second merge"
+must_not dmsetup create m3 --table "0 $size rollback-merge /dev/mapper/o-real /dev/vdc N 8"
+dmesg | grep -q "Store does not support merging" || fail "no error for a transient merge"
+must_not dmsetup create m4 --table "0 $size rollback-snap /dev/mapper/o-real /dev/vdb P 8"
+dmsetup table m
+remove_all
+
+merge_and_check rollback rollback 8 10
+merge_and_check rollback rollback 64 20
+merge_and_check upstream rollback 8 30
+merge_and_check rollback upstream 8 40
+merge_and_check rollback rollback 8 50 upstream
+merge_and_check upstream upstream 8 60 rollback
+
+step "handover: the merge takes the COW of a live rollback-snap"
+prepare rollback 8 70
+cp /tmp/model-s1 /tmp/model-merge
+must dmsetup reload o --table "0 $(sectors /dev/mapper/o-real) rollback-merge /dev/mapper/o-real /dev/vdb P 8"
+must dmsetup suspend s1
+must dmsetup suspend o
+must dmsetup resume o
+must dmsetup resume s1
+dd if=/dev/mapper/s1 of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null && fail "s1 still reads after the handover"
+must dmsetup remove s1
+must rbio write /dev/mapper/o /tmp/model-merge --seed 74 --count 100 --direct
+wait_merged
+must rbio cmp /dev/mapper/o /tmp/model-merge
+must rbio cmp /dev/mapper/s2 /tmp/model-s2
+remove_all
+
+step "suspend stops the merge, resume goes on"
+prepare rollback 8 80
+reload_as rollback 8
+cp /tmp/model-s1 /tmp/model-merge
+start_merge rollback 8
+must dmsetup message o 0 merge_throttle 1000
+sleep 1
+must dmsetup suspend o
+left=$(merge_left)
+snapshot_status o | grep -q " stopped$" || fail "not stopped when suspended: $(snapshot_status o)"
+sleep 1
+[ "$(merge_left)" = "$left" ] || fail "merged while suspended"
+must dmsetup resume o
+snapshot_status o | grep -q -e " running$" -e " stopped$" || fail "state after resume: $(snapshot_status o)"
+must dmsetup message o 0 merge_throttle 0
+wait_merged
+snapshot_status o | grep -q " 0 stopped$" || fail "end state: $(snapshot_status o)"
+must rbio cmp /dev/mapper/o /tmp/model-merge
+must rbio cmp /dev/mapper/s2 /tmp/model-s2
+remove_all
+pass

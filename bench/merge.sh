@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Guest half of bench/run merge: the time to merge a COW back into the
+# origin, through rollback-merge and through upstream snapshot-merge, for a
+# COW filled by random 4 KiB writes and one filled sequentially, and the
+# latency of random 4 KiB reads of the origin while a merge runs.  Prints
+# "BENCH case impl seconds" and "BENCHLAT impl p50 p99 max".
+#
+# Disks: vda origin (128M), vdb COW (160M).
+. ./lib.sh
+
+mib=${1:-64}
+count=$((mib * 256))
+
+merge_target() {
+        case $1 in rollback) echo rollback-merge ;; upstream) echo snapshot-merge ;; esac
+}
+
+uptime_s() {
+        cut -d' ' -f1 /proc/uptime
+}
+
+merged() {
+        local st alloc meta
+        st=$(snapshot_status o)
+        alloc=${st%%/*}
+        meta=$(echo "$st" | cut -d' ' -f2)
+        [ "$alloc" = "$meta" ]
+}
+
+# one IMPL random|sequential
+one() {
+        local impl=$1 how=$2 size t0 t1 lat=
+        must rbio fill /dev/vda 1
+        zero_cow /dev/vdb
+        make_origin "$impl" o /dev/vda
+        make_snapshot "$impl" o s /dev/vdb 8 || fail "create s"
+        if [ "$how" = random ]; then
+                must rbio write /dev/mapper/o --seed 7 --count "$count" --span $((mib * 1048576)) --direct > /dev/null
+        else
+                dd if=/dev/vda of=/dev/mapper/o bs=1M count="$mib" seek=1 oflag=direct 2>/dev/null ||
+                        fail "sequential fill"
+        fi
+        sync
+        size=$(sectors /dev/mapper/o-real)
+        must dmsetup suspend o
+        must dmsetup remove s
+        must dmsetup reload o --table "0 $size $(merge_target "$impl") /dev/mapper/o-real /dev/vdb P 8"
+        echo "$impl $how: $(dmsetup status o)" >&2
+        t0=$(uptime_s)
+        must dmsetup resume o
+        if [ "$how" = random ]; then
+                lat=$(rbio readlat /dev/mapper/o --seed 9 --count 400 --direct --latency | grep _lat_ms)
+                merged && echo "$impl: the merge ended before the reads did" >&2
+        fi
+        while ! merged; do
+                sleep 0.1
+        done
+        t1=$(uptime_s)
+        echo "BENCH $how $impl $(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }')"
+        [ -n "$lat" ] && echo "BENCHLAT $impl $lat"
+        remove_all
+}
+
+must rbio fill /dev/vda 1
+t=$(rbio write /dev/vda --seed 7 --count "$count" --span $((mib * 1048576)) --direct |
+    sed -n 's/^write_elapsed_s=\([0-9.]*\).*/\1/p')
+echo "BENCH raw-random-writes disk $t"
+t=$(rbio readlat /dev/vda --seed 9 --count 400 --direct --latency | grep _lat_ms)
+echo "BENCHLAT idle $t"
+for impl in upstream rollback; do
+        one "$impl" random
+        one "$impl" sequential
+done
+pass "benchmark done"

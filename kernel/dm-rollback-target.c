@@ -41,7 +41,7 @@
 #define RB_MIN_PENDING		256
 #define RB_MAX_HASH_BITS	18
 #define RB_TRACKED_BUCKETS	64
-#define RB_MERGE_BATCH		128
+#define RB_MERGE_BATCH		256
 
 enum rb_merge_state {
 	RB_MERGE_STOPPED,
@@ -1095,12 +1095,21 @@ static int merge_map_bio(struct rb_snapshot *s, struct bio *bio)
 	int r = DM_MAPIO_REMAPPED;
 
 	mutex_lock(&s->lock);
-	if (s->valid && chunk_in_batch(s, chunk)) {
+	e = s->valid ? table_lookup(&s->complete, chunk) : NULL;
+	if (e && chunk_in_batch(s, chunk)) {
+		/*
+		 * The COW copy stays as it is until the merge is committed and
+		 * is never reused: reads need not wait, writes must.
+		 */
+		if (bio_data_dir(bio) == READ) {
+			remap_to_cow(s, bio, e->new_chunk);
+			mutex_unlock(&s->lock);
+			return DM_MAPIO_REMAPPED;
+		}
 		bio_list_add(&s->merge_waiting, bio);
 		mutex_unlock(&s->lock);
 		return DM_MAPIO_SUBMITTED;
 	}
-	e = s->valid ? table_lookup(&s->complete, chunk) : NULL;
 	if (e) {
 		/* Tracked under the lock, so a batch taking the chunk waits for it. */
 		track_read(s, t, chunk);
@@ -1169,25 +1178,39 @@ static void merge_copy_done(int read_err, unsigned long write_err, void *context
 		complete(&s->merge_copied);
 }
 
-/* Copies the batch from the COW into the origin, all copies in flight at once. */
+/*
+ * Copies the batch from the COW into the origin, all copies in flight at
+ * once; a run of chunks consecutive on both devices is one copy.  The
+ * batch lists the last exception first, so a run counts down.
+ */
 static int merge_copy_batch(struct rb_snapshot *s, unsigned int n)
 {
 	sector_t dev_size = bdev_nr_sectors(s->origin_dev->bdev);
-	unsigned int i;
+	struct rb_merge_entry *b = s->batch;
+	unsigned int i, run;
 
 	s->merge_copy_error = 0;
 	init_completion(&s->merge_copied);
 	atomic_set(&s->merge_copies, 1);
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n; i += run) {
 		struct dm_io_region src, dest;
 
+		run = 1;
+		if (b[i].old_chunk == ~0ULL)
+			continue;
+		while (i + run < n && b[i + run].old_chunk != ~0ULL &&
+		       b[i + run].old_chunk + run == b[i].old_chunk &&
+		       b[i + run].new_chunk + run == b[i].new_chunk)
+			run++;
+
 		dest.bdev = s->origin_dev->bdev;
-		dest.sector = s->batch[i].old_chunk << s->store.chunk_shift;
+		dest.sector = b[i + run - 1].old_chunk << s->store.chunk_shift;
 		if (dest.sector >= dev_size)
 			continue;
-		dest.count = min_t(sector_t, s->store.chunk_sectors, dev_size - dest.sector);
+		dest.count = min_t(sector_t, (sector_t)run << s->store.chunk_shift,
+				   dev_size - dest.sector);
 		src.bdev = s->cow_dev->bdev;
-		src.sector = s->batch[i].new_chunk << s->store.chunk_shift;
+		src.sector = b[i + run - 1].new_chunk << s->store.chunk_shift;
 		src.count = dest.count;
 		atomic_inc(&s->merge_copies);
 		dm_kcopyd_copy(s->origin->kc, &src, 1, &dest, 0, merge_copy_done, s);
@@ -1237,20 +1260,19 @@ static void merge_work_fn(struct work_struct *work)
 		u64 start = ktime_get_ns();
 		int n, r;
 
-		mutex_lock(&s->lock);
-		if (s->merge_stop || !s->valid) {
-			mutex_unlock(&s->lock);
+		if (READ_ONCE(s->merge_stop) || !READ_ONCE(s->valid)) {
 			merge_stopped(s, RB_MERGE_STOPPED);
 			return;
 		}
+		/* Only this worker uses the store of a merge; map uses the table. */
 		n = s->store.ops->prepare_merge(&s->store, s->batch, RB_MERGE_BATCH);
 		if (n <= 0) {
-			mutex_unlock(&s->lock);
 			if (n < 0)
 				DMERR("%s: merge failed: cannot read COW metadata", s->cow_dev->name);
 			merge_stopped(s, n < 0 ? RB_MERGE_FAILED : RB_MERGE_STOPPED);
 			return;
 		}
+		mutex_lock(&s->lock);
 		/*
 		 * Entries superseded by a later one for the same chunk only
 		 * need removing; the table says which copy is current.

@@ -72,8 +72,14 @@ merge_and_check() {
         reload_as "$2" "$3"
         cp /tmp/model-s1 /tmp/model-merge
         start_merge "$2" "$3"
-        if [ "$2" = rollback ] && [ -n "${5:-}" ]; then
-                must dmsetup message o 0 merge_throttle 300
+        if [ -n "${5:-}" ]; then
+                [ "$2" = rollback ] && must dmsetup message o 0 merge_throttle 300
+                sleep 0.5
+                must dmsetup suspend o
+                [ "$(merge_left)" -gt 0 ] || fail "the merge finished before the switch"
+                echo "left at the switch: $(merge_left) sectors"
+                reload_as "$finish" "$3"
+                start_merge "$finish" "$3"
         fi
         snapshot_status o
         # In use while merging: it shows the snapshot at once, takes writes.
@@ -81,13 +87,6 @@ merge_and_check() {
         must rbio write /dev/mapper/o /tmp/model-merge --seed $(($4 + 4)) --count 200 --direct
         must rbio cmp /dev/mapper/o /tmp/model-merge
         must rbio cmp /dev/mapper/s2 /tmp/model-s2
-        if [ -n "${5:-}" ]; then
-                [ "$(merge_left)" -gt 0 ] || fail "the merge finished before the switch"
-                must dmsetup suspend o
-                echo "left at the switch: $(merge_left) sectors"
-                reload_as "$finish" "$3"
-                start_merge "$finish" "$3"
-        fi
         wait_merged
         snapshot_status o
         must rbio cmp /dev/mapper/o /tmp/model-merge
@@ -159,7 +158,12 @@ must dmsetup resume o
 snapshot_status o | grep -q -e " running$" -e " stopped$" || fail "state after resume: $(snapshot_status o)"
 must dmsetup message o 0 merge_throttle 0
 wait_merged
-snapshot_status o | grep -q " 0 stopped$" || fail "end state: $(snapshot_status o)"
+i=0
+while ! snapshot_status o | grep -q " 0 stopped$"; do
+        i=$((i + 1))
+        [ $i -lt 50 ] || fail "end state: $(snapshot_status o)"
+        sleep 0.1
+done
 must rbio cmp /dev/mapper/o /tmp/model-merge
 must rbio cmp /dev/mapper/s2 /tmp/model-s2
 remove_all

@@ -142,6 +142,19 @@ must rbio cmp /dev/mapper/o /tmp/model-merge
 must rbio cmp /dev/mapper/s2 /tmp/model-s2
 remove_all
 
+step "an invalid merging snapshot: no merge, all I/O goes to the origin"
+prepare rollback 8 90
+reload_as rollback 8
+# The header's valid field (bytes 4-7) cleared, as an overflow leaves it.
+printf '\0\0\0\0' | dd of=/dev/vdb bs=1 seek=4 conv=notrunc 2>/dev/null
+start_merge rollback 8
+[ "$(snapshot_status o)" = Invalid ] || fail "status of an invalid merge: $(snapshot_status o)"
+must rbio cmp /dev/mapper/o /tmp/model-o
+must rbio write /dev/mapper/o /tmp/model-o --seed 94 --count 100 --direct
+must rbio cmp /dev/mapper/o /tmp/model-o
+must rbio cmp /dev/mapper/s2 /tmp/model-s2
+remove_all
+
 step "suspend stops the merge, resume goes on"
 prepare rollback 8 80
 reload_as rollback 8

@@ -245,7 +245,6 @@ int rbdm_replace(const char *name, const char *table) {
 int rbdm_table(const char *name, bool status, char **ret) {
         _cleanup_dm_task_ struct dm_task *t = NULL;
         _cleanup_free_ char *out = NULL;
-        size_t len = 0;
         void *next = NULL;
         int r;
 
@@ -272,9 +271,7 @@ int rbdm_table(const char *name, bool status, char **ret) {
                         return -ENOMEM;
                 free(out);
                 out = n;
-                len = k;
         } while (next);
-        (void) len;
         *ret = TAKE_PTR(out);
         return 0;
 }

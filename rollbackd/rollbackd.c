@@ -223,18 +223,19 @@ static void autoextend(struct daemon *d, struct pool *p) {
                 struct snapshot *s = &p->meta.snapshots[i];
                 _cleanup_free_ char *name = NULL;
                 struct rb_usage u;
-                uint64_t extents, add;
+                uint64_t extents, add, free_extents;
                 int r;
 
                 if (s->state != SNAPSHOT_ACTIVE || rb_snapshot_usage(p, s, &u) < 0 || !u.present || u.invalid ||
                     u.total == 0 || u.allocated * 100 < u.total * set->autoextend_threshold)
                         continue;
                 extents = snapshot_extent_count(s);
+                free_extents = pool_free_extents(p);
                 add = (extents * set->autoextend_percent + 99) / 100;
                 if (add == 0)
                         add = 1;
-                if (add > pool_free_extents(p))
-                        add = pool_free_extents(p);
+                if (add > free_extents)
+                        add = free_extents;
                 if (add == 0) {
                         log_warning("Snapshot %s is %" PRIu64 "%% full and the pool has no free extents left: "
                                     "it will become invalid when full.", s->name, u.allocated * 100 / u.total);

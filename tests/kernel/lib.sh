@@ -74,6 +74,30 @@ make_snapshot() {
         must dmsetup resume "$2"
 }
 
+# Merge table target of an implementation.
+merge_target() {
+        case $1 in rollback) echo rollback-merge ;; upstream) echo snapshot-merge ;; esac
+}
+
+# merge_left DEV: sectors of a merging DEV still to merge (alloc - metadata).
+merge_left() {
+        local st alloc meta
+        st=$(snapshot_status "$1")
+        alloc=${st%%/*}
+        meta=$(echo "$st" | cut -d' ' -f2)
+        echo $((alloc - meta))
+}
+
+# wait_merged DEV: until the merge is done, at most 5 minutes.
+wait_merged() {
+        local i=0
+        while [ "$(merge_left "$1")" != 0 ]; do
+                i=$((i + 1))
+                [ $i -lt 1500 ] || fail "merge did not finish: $(snapshot_status "$1")"
+                sleep 0.2
+        done
+}
+
 # snapshot_status NAME: the INFO line without the "start len target" prefix.
 snapshot_status() {
         dmsetup status "$1" | cut -d' ' -f4-

@@ -9,14 +9,6 @@
 
 sums_save() { printf '%s %s\n' "$1" "$2" | dd of=/dev/vdd conv=fsync 2>/dev/null; }
 
-merge_left() {
-        local st alloc meta
-        st=$(snapshot_status o)
-        alloc=${st%%/*}
-        meta=$(echo "$st" | cut -d' ' -f2)
-        echo $((alloc - meta))
-}
-
 case $1 in
 start)
         must rbio fill /dev/vda 5
@@ -51,12 +43,7 @@ finish)
         must dmsetup reload o --table "0 $size rollback-merge /dev/mapper/o-real /dev/vdb P 8"
         must dmsetup resume o
         echo "after the power cut: $(snapshot_status o)"
-        i=0
-        while [ "$(merge_left)" != 0 ]; do
-                i=$((i + 1))
-                [ $i -lt 1500 ] || fail "merge did not finish: $(snapshot_status o)"
-                sleep 0.2
-        done
+        wait_merged o
         [ "$(rbio sum /dev/mapper/o)" = "$want_o" ] || fail "the merged origin is not the snapshot"
         [ "$(rbio sum /dev/mapper/s2)" = "$want_s2" ] || fail "s2 changed"
         remove_all

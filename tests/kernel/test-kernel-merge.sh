@@ -8,10 +8,6 @@
 # Disks: vda origin (32M), vdb the merging COW, vdc another snapshot's COW.
 . ./lib.sh
 
-merge_target() {
-        case $1 in rollback) echo rollback-merge ;; upstream) echo snapshot-merge ;; esac
-}
-
 # start_merge IMPL CHUNK: o becomes a merge of the COW on vdb.
 start_merge() {
         local size
@@ -19,23 +15,6 @@ start_merge() {
         must dmsetup suspend o
         must dmsetup reload o --table "0 $size $(merge_target "$1") /dev/mapper/o-real /dev/vdb P $2"
         must dmsetup resume o
-}
-
-merge_left() {
-        local st alloc meta
-        st=$(snapshot_status o)
-        alloc=${st%%/*}
-        meta=$(echo "$st" | cut -d' ' -f2)
-        echo $((alloc - meta))
-}
-
-wait_merged() {
-        local i=0
-        while [ "$(merge_left)" != 0 ]; do
-                i=$((i + 1))
-                [ $i -lt 1500 ] || fail "merge did not finish: $(snapshot_status o)"
-                sleep 0.2
-        done
 }
 
 # prepare IMPL CHUNK SEED: s1 (vdb) and s2 (vdc) with changes in both
@@ -76,8 +55,8 @@ merge_and_check() {
                 [ "$2" = rollback ] && must dmsetup message o 0 merge_throttle 300
                 sleep 0.5
                 must dmsetup suspend o
-                [ "$(merge_left)" -gt 0 ] || fail "the merge finished before the switch"
-                echo "left at the switch: $(merge_left) sectors"
+                [ "$(merge_left o)" -gt 0 ] || fail "the merge finished before the switch"
+                echo "left at the switch: $(merge_left o) sectors"
                 reload_as "$finish" "$3"
                 start_merge "$finish" "$3"
         fi
@@ -87,7 +66,7 @@ merge_and_check() {
         must rbio write /dev/mapper/o /tmp/model-merge --seed $(($4 + 4)) --count 200 --direct
         must rbio cmp /dev/mapper/o /tmp/model-merge
         must rbio cmp /dev/mapper/s2 /tmp/model-s2
-        wait_merged
+        wait_merged o
         snapshot_status o
         must rbio cmp /dev/mapper/o /tmp/model-merge
         must rbio cmp /dev/mapper/s2 /tmp/model-s2
@@ -137,7 +116,7 @@ must dmsetup resume s1
 dd if=/dev/mapper/s1 of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null && fail "s1 still reads after the handover"
 must dmsetup remove s1
 must rbio write /dev/mapper/o /tmp/model-merge --seed 74 --count 100 --direct
-wait_merged
+wait_merged o
 must rbio cmp /dev/mapper/o /tmp/model-merge
 must rbio cmp /dev/mapper/s2 /tmp/model-s2
 remove_all
@@ -163,14 +142,14 @@ start_merge rollback 8
 must dmsetup message o 0 merge_throttle 1000
 sleep 1
 must dmsetup suspend o
-left=$(merge_left)
+left=$(merge_left o)
 snapshot_status o | grep -q " stopped$" || fail "not stopped when suspended: $(snapshot_status o)"
 sleep 1
-[ "$(merge_left)" = "$left" ] || fail "merged while suspended"
+[ "$(merge_left o)" = "$left" ] || fail "merged while suspended"
 must dmsetup resume o
 snapshot_status o | grep -q -e " running$" -e " stopped$" || fail "state after resume: $(snapshot_status o)"
 must dmsetup message o 0 merge_throttle 0
-wait_merged
+wait_merged o
 i=0
 while ! snapshot_status o | grep -q " 0 stopped$"; do
         i=$((i + 1))

@@ -36,6 +36,14 @@ tree_sums() {
         (cd "$1" && find . -type f ! -path './lost+found/*' | sort | xargs md5sum)
 }
 
+# snapshot_matches DEV SUMS: DEV, mounted read-only, holds the files of SUMS.
+snapshot_matches() {
+        must mount -o ro,noload "$1" /snap
+        tree_sums /snap > /tmp/sums-snap
+        umount /snap
+        cmp -s "$2" /tmp/sums-snap
+}
+
 # json_field KEY: the values of "KEY": in pretty JSON on stdin.
 json_field() {
         sed -n "s/^ *\"$1\": \"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p"

@@ -80,9 +80,15 @@ merge_target() {
 }
 
 # merge_left DEV: sectors of a merging DEV still to merge (alloc - metadata).
+# Fails, saying why on stderr, unless the status is a merge's numbers: an
+# "Invalid", "Merge failed" or empty status is not "nothing left".
 merge_left() {
         local st alloc meta
         st=$(snapshot_status "$1")
+        case $st in
+        [0-9]*/[0-9]*\ [0-9]*) ;;
+        *) echo "merge_left: $1 has status '$st'" >&2; return 1 ;;
+        esac
         alloc=${st%%/*}
         meta=$(echo "$st" | cut -d' ' -f2)
         echo $((alloc - meta))
@@ -90,12 +96,33 @@ merge_left() {
 
 # wait_merged DEV: until the merge is done, at most 5 minutes.
 wait_merged() {
-        local i=0
-        while [ "$(merge_left "$1")" != 0 ]; do
+        local i=0 left
+        while :; do
+                left=$(merge_left "$1") || fail "no merge to wait for: $(snapshot_status "$1")"
+                [ "$left" = 0 ] && return 0
                 i=$((i + 1))
                 [ $i -lt 1500 ] || fail "merge did not finish: $(snapshot_status "$1")"
                 sleep 0.2
         done
+}
+
+# checksum DEV: rbio's checksum of DEV; fails, printing nothing on stdout,
+# when DEV cannot be read whole.  Use as: sum=$(checksum DEV) || fail ...
+checksum() {
+        local sum
+        sum=$(rbio sum "$1") || { echo "checksum: cannot read $1" >&2; return 1; }
+        case $sum in
+        [0-9a-f]*) echo "$sum" ;;
+        *) echo "checksum: no checksum of $1" >&2; return 1 ;;
+        esac
+}
+
+# same_sum DEV WANT WHAT: DEV is readable and its checksum is WANT.
+same_sum() {
+        local sum
+        [ -n "$2" ] || fail "$3: no checksum to compare with"
+        sum=$(checksum "$1") || fail "$3: cannot read $1"
+        [ "$sum" = "$2" ] || fail "$3"
 }
 
 # snapshot_status NAME: the INFO line without the "start len target" prefix.

@@ -8,18 +8,18 @@ must rbio fill /dev/vda 1
 must rbio fill /dev/vdb 2
 size=$(sectors /dev/vda)
 must dmsetup create o-real --table "0 $size linear /dev/vda 0"
-origin_sum=$(rbio sum /dev/vda)
+origin_sum=$(checksum /dev/vda) || fail "cannot read the origin"
 
 # refused "TABLE" "ERROR": the load fails, the kernel says ERROR, no disk changes.
 refused() {
         local cow_sum
-        cow_sum=$(rbio sum /dev/vdb)
+        cow_sum=$(checksum /dev/vdb) || fail "cannot read the COW"
         dmesg -c > /dev/null
         must_not dmsetup create bad --table "$1"
         dmsetup remove bad 2>/dev/null
         dmesg | grep -qF "$2" || fail "no '$2' for '$1': $(dmesg | tail -n 3)"
-        [ "$(rbio sum /dev/vdb)" = "$cow_sum" ] || fail "'$1' changed the COW device"
-        [ "$(rbio sum /dev/vda)" = "$origin_sum" ] || fail "'$1' changed the origin device"
+        same_sum /dev/vdb "$cow_sum" "'$1' changed the COW device"
+        same_sum /dev/vda "$origin_sum" "'$1' changed the origin device"
         echo "refused: $1 -> $2"
 }
 

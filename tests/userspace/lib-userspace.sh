@@ -49,13 +49,21 @@ json_field() {
         sed -n "s/^ *\"$1\": \"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p"
 }
 
-# expect_rc WANT CMD...: CMD exits WANT and says one line on stderr.
+# expect_rc WANT CMD...: CMD exits WANT and says exactly one line on stderr
+# (silence is no explanation, a second line is noise).
 expect_rc() {
         want=$1
         shift
         "$@" 2>/tmp/err >/dev/null
         rc=$?
         [ "$rc" = "$want" ] || fail "'$*' exited $rc, not $want: $(cat /tmp/err)"
-        [ "$(grep -c . /tmp/err)" -le 1 ] || fail "'$*' said more than one line: $(cat /tmp/err)"
+        [ "$(grep -c '' /tmp/err)" = 1 ] && [ "$(grep -c . /tmp/err)" = 1 ] ||
+                fail "'$*' said $(grep -c '' /tmp/err) lines, not one: $(cat /tmp/err)"
         echo "  '$*' -> $rc: $(cat /tmp/err)"
+}
+
+# uses_target DEV TARGET: DEV's table is a TARGET (so "snapshot" is not
+# "snapshot-origin", and a fallback to the other implementation shows).
+uses_target() {
+        dmsetup table "$1" 2>/dev/null | grep -q "^[0-9]* [0-9]* $2 "
 }

@@ -1,10 +1,23 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-# rollbackctl on LVM, one backend (arg: rollback or upstream): snapshot a
-# mounted ext4 root LV, change it, revert --now, and check the bytes.
+# rollbackctl on LVM, one backend (arg: rollback, upstream, or fallback: auto
+# with no dm-rollback in the kernel): snapshot a mounted ext4 root LV, change
+# it, revert --now, and check the bytes and which targets did the work.
 . ./lib.sh
 . ./lib-userspace.sh
-backend=$1
 ctl="rollbackctl --no-daemon"
+
+case $1 in
+fallback)
+        # Unloaded and no module file to load it from: auto must choose
+        # upstream dm-snapshot, and everything must still work.
+        must rmmod dm_rollback
+        must mv /lib/modules/dm-rollback.ko /tmp/
+        backend=auto impl=upstream
+        ;;
+*)
+        backend=$1 impl=$1
+        ;;
+esac
 
 make_lvm
 populate
@@ -18,12 +31,13 @@ tables_before=$(dmsetup table | sort)
 
 step "snapshot the mounted volume"
 must $ctl snapshot --name pre --description "before upgrade" /dev/mapper/vg0-root
-dmsetup table vg0-root | grep -q " $(origin_target "$backend") " || fail "vg0-root is not a $backend origin"
-dmsetup table rollback-pre | grep -q " $(snapshot_target "$backend") " || fail "rollback-pre is not a $backend snapshot"
+uses_target vg0-root "$(origin_target $impl)" || fail "vg0-root is not a $impl origin"
+uses_target rollback-pre "$(snapshot_target $impl)" || fail "rollback-pre is not a $impl snapshot"
 grep -q " /mnt " /proc/mounts || fail "the filesystem was unmounted"
 churn
 tree_sums /mnt > /tmp/sums-post
 must $ctl snapshot --name post vg0-root
+uses_target rollback-post "$(snapshot_target $impl)" || fail "rollback-post is not a $impl snapshot"
 
 step "the pre snapshot shows the old files"
 snapshot_matches /dev/mapper/rollback-pre /tmp/sums-pre || fail "snapshot pre differs from the state it was taken of"
@@ -42,18 +56,22 @@ free_before=$($ctl --json status | json_field extents_free)
 
 step "revert --now refuses a mounted volume"
 expect_rc 4 $ctl revert pre --now
-dmsetup table vg0-root | grep -q " $(origin_target "$backend") " || fail "a refused revert changed the table"
+uses_target vg0-root "$(origin_target $impl)" || fail "a refused revert changed the table"
 
 step "revert --now on the unmounted volume"
 umount /mnt
-post_sum=$(md5sum < /dev/mapper/rollback-post)
-pre_sum=$(md5sum < /dev/mapper/rollback-pre)
+post_sum=$(checksum /dev/mapper/rollback-post) || fail "cannot read snapshot post"
+pre_sum=$(checksum /dev/mapper/rollback-pre) || fail "cannot read snapshot pre"
 must $ctl revert pre --now
 $ctl status
+# Without a daemon nothing finishes the merge before wait: its table stays.
+uses_target vg0-root "$(merge_target $impl)" || fail "vg0-root is not a $impl merge"
+uses_target rollback-post "$(snapshot_target $impl)" || fail "rollback-post is not a $impl snapshot during the merge"
 must $ctl wait --timeout 300
 $ctl status
-[ "$(md5sum < /dev/mapper/vg0-root)" = "$pre_sum" ] || fail "the volume does not equal the snapshot after the merge"
-[ "$(md5sum < /dev/mapper/rollback-post)" = "$post_sum" ] || fail "snapshot post changed during the merge"
+same_sum /dev/mapper/vg0-root "$pre_sum" "the volume does not equal the snapshot after the merge"
+same_sum /dev/mapper/rollback-post "$post_sum" "snapshot post changed during the merge"
+uses_target vg0-root "$(origin_target $impl)" || fail "vg0-root is not a $impl origin after the merge"
 dmsetup info rollback-pre >/dev/null 2>&1 && fail "rollback-pre is still there"
 dmsetup info rollback-pre-cow >/dev/null 2>&1 && fail "rollback-pre-cow is still there"
 free_after=$($ctl --json status | json_field extents_free)
@@ -91,4 +109,5 @@ grep -q " /mnt " /proc/mounts || fail "the filesystem went away"
 echo still-writable > /mnt/after-overflow || fail "the volume is not writable after the overflow"
 must $ctl delete small
 umount /mnt
+[ "$1" = fallback ] && grep -q "^dm_rollback " /proc/modules && fail "dm-rollback got loaded after all"
 pass

@@ -51,6 +51,26 @@ void pool_settings_default(struct pool_settings *s) {
         };
 }
 
+const struct pool_setting pool_settings_table[] = {
+        { .key = "autoextend_threshold", .offset = offsetof(struct pool_settings, autoextend_threshold), .max = 100 },
+        { .key = "autoextend_percent", .offset = offsetof(struct pool_settings, autoextend_percent), .max = 1000 },
+        { .key = "pool_warn_percent", .offset = offsetof(struct pool_settings, pool_warn_percent), .max = 100 },
+        { .key = "retain", .offset = offsetof(struct pool_settings, retain), .max = 10000 },
+        { .key = "snapshot_percent", .offset = offsetof(struct pool_settings, snapshot_percent), .max = 1000 },
+        { .key = "chunk_sectors", .offset = offsetof(struct pool_settings, chunk_sectors), .max = 2048,
+          .chunk_size = true },
+};
+const size_t pool_settings_table_size = ELEMENTSOF(pool_settings_table);
+
+/* As the snapshot targets take them: 4 KiB to 1 MiB, a power of two. */
+bool pool_chunk_sectors_is_valid(uint64_t sectors) {
+        return sectors >= 8 && sectors <= 2048 && (sectors & (sectors - 1)) == 0;
+}
+
+bool pool_setting_value_is_valid(const struct pool_setting *s, uint64_t value) {
+        return value <= s->max && (!s->chunk_size || pool_chunk_sectors_is_valid(value));
+}
+
 /* Header layout, little endian. */
 struct pool_header_disk {
         char magic[8];
@@ -181,6 +201,9 @@ int pool_format(int fd, uint64_t size, uint64_t extent_sectors, const struct poo
         g.extent_count = (size / 512 - g.data_offset) / extent_sectors;
         if (g.extent_count == 0)
                 return -ENOSPC;
+        /* Past that a pool is refused as hostile: leave the rest unused. */
+        if (g.extent_count > POOL_EXTENT_COUNT_MAX)
+                g.extent_count = POOL_EXTENT_COUNT_MAX;
         if (getrandom(g.uuid, sizeof(g.uuid), 0) != sizeof(g.uuid))
                 return -errno;
 
@@ -221,7 +244,7 @@ int pool_format(int fd, uint64_t size, uint64_t extent_sectors, const struct poo
         return 0;
 }
 
-static int read_header(int fd, struct pool_geometry *g) {
+static int read_header(int fd, uint64_t device_bytes, struct pool_geometry *g) {
         struct pool_header_disk h;
         int r;
 
@@ -233,6 +256,8 @@ static int read_header(int fd, struct pool_geometry *g) {
         if (le32toh(h.crc) != crc32_le(0, &h, offsetof(struct pool_header_disk, crc)) ||
             le32toh(h.version) != 1)
                 return -EBADMSG;
+        if (le32toh(h.header_size) != POOL_HEADER_SIZE)
+                return -EUCLEAN;
         memcpy(g->uuid, h.uuid, 16);
         g->extent_sectors = le64toh(h.extent_sectors);
         g->extent_count = le64toh(h.extent_count);
@@ -240,8 +265,19 @@ static int read_header(int fd, struct pool_geometry *g) {
         g->slot_offset[0] = le64toh(h.slot_offset[0]);
         g->slot_offset[1] = le64toh(h.slot_offset[1]);
         g->slot_size = le64toh(h.slot_size);
-        if (g->extent_sectors == 0 || g->slot_size < POOL_SLOT_HEADER_SIZE)
-                return -EBADMSG;
+        return pool_geometry_verify(g, device_bytes);
+}
+
+static int device_bytes(int fd, uint64_t *ret) {
+        struct stat st;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (S_ISBLK(st.st_mode))
+                return ioctl(fd, BLKGETSIZE64, ret) < 0 ? -errno : 0;
+        if (!S_ISREG(st.st_mode))
+                return -ENOTBLK;
+        *ret = st.st_size;
         return 0;
 }
 
@@ -253,14 +289,17 @@ static void free_slot_texts(char *(*texts)[2]) {
 int pool_load(int fd, struct pool **ret) {
         _cleanup_pool_ struct pool *p = NULL;
         _cleanup_(free_slot_texts) char *text[2] = {};
-        uint64_t seq[2] = {};
+        uint64_t seq[2] = {}, size;
         int r, valid[2];
 
         p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
         p->fd = -1;
-        r = read_header(fd, &p->geo);
+        r = device_bytes(fd, &size);
+        if (r < 0)
+                return r;
+        r = read_header(fd, size, &p->geo);
         if (r < 0)
                 return r;
         for (unsigned i = 0; i < 2; i++) {
@@ -278,6 +317,10 @@ int pool_load(int fd, struct pool **ret) {
                 pool_meta_done(&p->meta);
                 r = pool_meta_from_json(text[p->slot], &p->meta);
         }
+        if (r < 0)
+                return r;
+        /* A document that passed its CRC but means nonsense is refused, not fallen back from. */
+        r = pool_meta_verify(&p->meta, p->geo.extent_count);
         if (r < 0)
                 return r;
         p->seq = seq[p->slot];
@@ -472,42 +515,35 @@ static int json_get_uint(json_object *o, const char *key, uint64_t def, uint64_t
         return 0;
 }
 
-static int json_get_unsigned(json_object *o, const char *key, unsigned def, unsigned *ret) {
-        uint64_t v;
-        int r;
-
-        r = json_get_uint(o, key, def, &v);
-        if (r < 0)
-                return r;
-        if (v > UINT32_MAX)
-                return -EBADMSG;
-        *ret = v;
-        return 0;
-}
-
 static int settings_from_json(json_object *o, struct pool_settings *s) {
         _cleanup_free_ char *backend = NULL;
-        struct pool_settings d;
-        unsigned chunk;
         int r;
 
-        pool_settings_default(&d);
-        if (!o) {
-                *s = d;
+        pool_settings_default(s);
+        if (!o)
                 return 0;
-        }
-        if ((r = json_get_unsigned(o, "autoextend_threshold", d.autoextend_threshold, &s->autoextend_threshold)) < 0 ||
-            (r = json_get_unsigned(o, "autoextend_percent", d.autoextend_percent, &s->autoextend_percent)) < 0 ||
-            (r = json_get_unsigned(o, "pool_warn_percent", d.pool_warn_percent, &s->pool_warn_percent)) < 0 ||
-            (r = json_get_unsigned(o, "retain", d.retain, &s->retain)) < 0 ||
-            (r = json_get_unsigned(o, "snapshot_percent", d.snapshot_percent, &s->snapshot_percent)) < 0 ||
-            (r = json_get_unsigned(o, "chunk_sectors", d.chunk_sectors, &chunk)) < 0 ||
-            (r = json_get_string(o, "backend", false, &backend)) < 0)
-                return r;
-        s->chunk_sectors = chunk;
-        s->backend = backend ? backend_from_string(backend) : d.backend;
-        if (s->backend < 0)
+        if (!json_object_is_type(o, json_type_object))
                 return -EBADMSG;
+        for (size_t i = 0; i < pool_settings_table_size; i++) {
+                const struct pool_setting *t = &pool_settings_table[i];
+                unsigned *field = pool_setting_field(s, t);
+                uint64_t v;
+
+                r = json_get_uint(o, t->key, *field, &v);
+                if (r < 0)
+                        return r;
+                if (!pool_setting_value_is_valid(t, v))
+                        return -EUCLEAN;
+                *field = v;
+        }
+        r = json_get_string(o, "backend", false, &backend);
+        if (r < 0)
+                return r;
+        if (backend) {
+                s->backend = backend_from_string(backend);
+                if (s->backend < 0)
+                        return -EBADMSG;
+        }
         return 0;
 }
 
@@ -523,7 +559,9 @@ static int extents_from_json(json_object *a, struct snapshot *s) {
         for (size_t i = 0; i < n; i++) {
                 json_object *run = json_object_array_get_idx(a, i);
 
-                if (!json_object_is_type(run, json_type_array) || json_object_array_length(run) != 2)
+                if (!json_object_is_type(run, json_type_array) || json_object_array_length(run) != 2 ||
+                    !json_object_is_type(json_object_array_get_idx(run, 0), json_type_int) ||
+                    !json_object_is_type(json_object_array_get_idx(run, 1), json_type_int))
                         return -EBADMSG;
                 s->extents[i].start = json_object_get_uint64(json_object_array_get_idx(run, 0));
                 s->extents[i].count = json_object_get_uint64(json_object_array_get_idx(run, 1));
@@ -600,6 +638,8 @@ static int meta_from_json_object(json_object *root, struct pool_meta *m) {
                             (r = json_get_uint(o, "chunk_sectors", 8, &chunk)) < 0 ||
                             (r = json_get_string(o, "state", true, &state)) < 0)
                                 return r;
+                        if (!pool_chunk_sectors_is_valid(chunk))
+                                return -EUCLEAN;
                         s->chunk_sectors = chunk;
                         s->upgrade = json_object_object_get_ex(o, "upgrade", &ext) && json_object_get_boolean(ext);
                         s->state = snapshot_state_from_string(state);

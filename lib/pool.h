@@ -117,6 +117,35 @@ struct pool {
 
 void pool_settings_default(struct pool_settings *s);
 
+/* The numeric settings: one table for the pool's document, the CLI and the daemon. */
+struct pool_setting {
+        const char *key;
+        size_t offset;          /* of an unsigned in struct pool_settings */
+        unsigned max;
+        bool chunk_size;        /* a power of two, at least 8 sectors */
+};
+extern const struct pool_setting pool_settings_table[];
+extern const size_t pool_settings_table_size;
+bool pool_setting_value_is_valid(const struct pool_setting *s, uint64_t value);
+bool pool_chunk_sectors_is_valid(uint64_t sectors);
+static inline unsigned *pool_setting_field(struct pool_settings *settings, const struct pool_setting *s) {
+        return (unsigned *) ((char *) settings + s->offset);
+}
+
+/*
+ * Bounds of what a pool may say on disk.  Anything outside them is a damaged
+ * or hostile pool, refused with -EUCLEAN before anything acts on it.
+ */
+#define POOL_SLOT_SIZE_MIN 4096u
+#define POOL_SLOT_SIZE_MAX (64u << 20)
+#define POOL_EXTENT_SECTORS_MAX (1u << 24)      /* 8 GiB */
+#define POOL_EXTENT_COUNT_MAX (1u << 24)        /* 64 TiB of 4 MiB extents; the used map is a byte each */
+#define POOL_TABLE_MAX 65536u
+
+int pool_geometry_verify(const struct pool_geometry *g, uint64_t device_bytes);
+int pool_meta_verify(const struct pool_meta *m, uint64_t extent_count);
+bool dm_name_is_valid(const char *name);
+
 /* Writes a new, empty pool over the whole of fd (size bytes). */
 int pool_format(int fd, uint64_t size, uint64_t extent_sectors, const struct pool_settings *settings);
 

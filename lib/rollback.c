@@ -441,6 +441,9 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
                         return r;
         }
 
+        /* The pool refuses a document naming a volume it could not name itself. */
+        if (!dm_name_is_valid(volume))
+                return -EINVAL;
         r = rbdm_info(volume, &info);
         if (r < 0)
                 return r;

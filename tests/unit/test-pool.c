@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Pool metadata: format, encode/decode, two slots and torn writes, extents. */
+#include <endian.h>
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <stdint.h>
@@ -26,6 +27,8 @@ static struct snapshot *add(struct pool *p, const char *name, uint64_t extents) 
         struct snapshot *s = pool_add_snapshot(p);
 
         CHECK(s);
+        /* A snapshot's volume is always in the document: the pool refuses one that is not. */
+        CHECK(pool_find_volume(p, "vg0-root") || pool_add_volume(p, "vg0-root", NULL, "0 2048 linear 254:0 0\n"));
         s->name = strdup(name);
         s->volume = strdup("vg0-root");
         s->description = strdup("before \"apt upgrade\"");
@@ -208,6 +211,138 @@ static void test_names_and_strings(void) {
         CHECK(crc32_le(0, "123456789", 9) == 0xcbf43926u);
 }
 
+/* Header fields at their on-disk offsets; the CRC covers the 84 bytes before it. */
+enum { H_HEADER_SIZE = 12, H_EXTENT_SECTORS = 32, H_EXTENT_COUNT = 40, H_DATA_OFFSET = 48,
+       H_SLOT0 = 56, H_SLOT1 = 64, H_SLOT_SIZE = 72, H_CRC = 84 };
+
+static void header_put(int fd, unsigned offset, uint64_t value, unsigned width) {
+        uint8_t h[88];
+
+        CHECK(pread(fd, h, sizeof(h), 0) == sizeof(h));
+        for (unsigned i = 0; i < width; i++)
+                h[offset + i] = value >> (8 * i);
+        *(uint32_t *) (h + H_CRC) = htole32(crc32_le(0, h, H_CRC));
+        CHECK(pwrite(fd, h, sizeof(h), 0) == sizeof(h));
+}
+
+/* A document in slot 0 with a sequence number above slot 1's and right CRCs. */
+static void slot_put(int fd, const char *text, uint32_t length) {
+        uint8_t h[POOL_SLOT_HEADER_SIZE] = "RBMETA01";
+        size_t len = strlen(text);
+
+        *(uint64_t *) (h + 8) = htole64(1000);
+        *(uint32_t *) (h + 16) = htole32(length);
+        *(uint32_t *) (h + 20) = htole32(crc32_le(0, text, len));
+        *(uint32_t *) (h + 28) = htole32(crc32_le(0, h, 28));
+        CHECK(pwrite(fd, text, len, POOL_HEADER_SIZE + POOL_SLOT_HEADER_SIZE) == (ssize_t) len);
+        CHECK(pwrite(fd, h, sizeof(h), POOL_HEADER_SIZE) == sizeof(h));
+}
+
+/* Every geometry that does not fit the device or itself is refused before anything is read by it. */
+static void test_hostile_header(void) {
+        const struct { unsigned offset, width; uint64_t value; int want; } bad[] = {
+                { H_HEADER_SIZE, 4, 512, -EUCLEAN },
+                { H_EXTENT_SECTORS, 8, 0, -EUCLEAN },
+                { H_EXTENT_SECTORS, 8, 12, -EUCLEAN },
+                { H_EXTENT_SECTORS, 8, 1ULL << 40, -EUCLEAN },
+                { H_EXTENT_COUNT, 8, 0, -EUCLEAN },
+                { H_EXTENT_COUNT, 8, 1ULL << 40, -EUCLEAN },       /* once an allocation abort */
+                { H_EXTENT_COUNT, 8, 16, -EUCLEAN },               /* one more than the device holds */
+                { H_DATA_OFFSET, 8, 1ULL << 60, -EUCLEAN },
+                { H_DATA_OFFSET, 8, 8, -EUCLEAN },                 /* extents over the slots */
+                { H_SLOT0, 8, 0, -EUCLEAN },                       /* slot over the header */
+                { H_SLOT0, 8, POOL_HEADER_SIZE + 4096, -EUCLEAN }, /* slots overlap */
+                { H_SLOT1, 8, UINT64_MAX - 511, -EUCLEAN },
+                { H_SLOT_SIZE, 8, 0xffffffffULL << 8, -EUCLEAN },  /* with length 0xffffffff: a heap overflow */
+                { H_SLOT_SIZE, 8, 100, -EUCLEAN },
+        };
+        int fd = make_pool(64ULL << 20, 8192);  /* 15 extents */
+        uint8_t good[88];
+        struct pool *p;
+
+        CHECK(pread(fd, good, sizeof(good), 0) == sizeof(good));
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                header_put(fd, bad[i].offset, bad[i].value, bad[i].width);
+                p = NULL;
+                if (pool_load(fd, &p) != bad[i].want) {
+                        fprintf(stderr, "hostile header %zu not refused\n", i);
+                        exit(1);
+                }
+                CHECK(!p);
+                CHECK(pwrite(fd, good, sizeof(good), 0) == sizeof(good));
+        }
+
+        /* A slot length past the slot (malloc(len + 1) wrapped once): not a valid slot. */
+        slot_put(fd, "{\"format\": 1}", UINT32_MAX);
+        CHECK(pool_load(fd, &p) == -EBADMSG);
+        /* The same with a slot size that would let it through: the geometry is refused first. */
+        header_put(fd, H_SLOT_SIZE, 1ULL << 40, 8);
+        CHECK(pool_load(fd, &p) == -EUCLEAN);
+        close(fd);
+}
+
+/* Documents with right CRCs that mean nonsense are refused, never acted on. */
+static void test_hostile_document(void) {
+#define SNAP(name, id, vol, chunk, extents) \
+        "{\"name\": \"" name "\", \"id\": \"" id "\", \"volume\": \"" vol "\", \"chunk_sectors\": " chunk \
+        ", \"state\": \"active\", \"extents\": " extents "}"
+#define ID1 "0123456789abcdef0123456789abcdef"
+#define ID2 "fedcba9876543210fedcba9876543210"
+#define VOL(name, extra) "{\"name\": \"" name "\", \"table\": \"0 2048 linear 254:0 0\\n\"" extra "}"
+#define DOC(vols, snaps) "{\"format\": 1, \"volumes\": [" vols "], \"snapshots\": [" snaps "]}"
+        const char *good = DOC(VOL("vg0-root", ", \"revert\": \"a\""),
+                               SNAP("a", ID1, "vg0-root", "8", "[[0, 2]]") ", " SNAP("b", ID2, "vg0-root", "8", "[[2, 3]]"));
+        const char *bad[] = {
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[0, 2]]") ", "
+                                         SNAP("a", ID2, "vg0-root", "8", "[[2, 3]]")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[0, 2]]") ", "
+                                         SNAP("b", ID1, "vg0-root", "8", "[[2, 3]]")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[0, 2]]") ", "
+                                         SNAP("b", ID2, "vg0-root", "8", "[[1, 3]]")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[0, 2], [1, 1]]")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[5, 18446744073709551613]]")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[14, 2]]")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[0, 0]]")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[]")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[\"0\", 1]]")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "4294967304", "[[0, 1]]")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "12", "[[0, 1]]")),
+                DOC(VOL("vg0-root", ""), SNAP("a/b", ID1, "vg0-root", "8", "[[0, 1]]")),
+                DOC(VOL("vg0-root", ""), SNAP("a", "../../x", "vg0-root", "8", "[[0, 1]]")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg1-root", "8", "[[0, 1]]")),
+                DOC(VOL("../vg0-root", ""), SNAP("a", ID1, "../vg0-root", "8", "[[0, 1]]")),
+                DOC(VOL("vg0-root", "") ", " VOL("vg0-root", ""), ""),
+                DOC(VOL("vg0-root", ", \"revert\": \"gone\""), SNAP("a", ID1, "vg0-root", "8", "[[0, 1]]")),
+                DOC(VOL("vg0-root", ", \"merging\": \"a\"") ", " VOL("vg1-root", ""),
+                    SNAP("a", ID1, "vg1-root", "8", "[[0, 1]]")),
+                "{\"format\": 1, \"volumes\": [{\"name\": \"v\", \"table\": \"linear\"}]}",
+                "{\"format\": 1, \"settings\": {\"autoextend_threshold\": 101}}",
+                "{\"format\": 1, \"settings\": {\"retain\": 4294967297}}",
+                "{\"format\": 1, \"settings\": {\"chunk_sectors\": 24}}",
+                "{\"format\": 1, \"settings\": [1, 2]}",
+        };
+        int fd = make_pool(64ULL << 20, 8192);  /* 15 extents */
+        struct pool *p;
+
+        slot_put(fd, good, strlen(good));
+        CHECK_R(pool_load(fd, &p));
+        CHECK(p->seq == 1000 && p->meta.n_snapshots == 2);
+        pool_free(p);
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                int r;
+
+                slot_put(fd, bad[i], strlen(bad[i]));
+                p = NULL;
+                r = pool_load(fd, &p);
+                if (r != -EUCLEAN && r != -EBADMSG) {
+                        fprintf(stderr, "hostile document %zu: %d, not refused: %s\n", i, r, bad[i]);
+                        exit(1);
+                }
+                CHECK(!p);
+        }
+        close(fd);
+}
+
 int main(void) {
         test_format_and_geometry();
         test_round_trip();
@@ -215,6 +350,8 @@ int main(void) {
         test_allocator();
         test_json_shape();
         test_names_and_strings();
+        test_hostile_header();
+        test_hostile_document();
         printf("ok\n");
         return 0;
 }

@@ -8,13 +8,48 @@
 # Disks: vda origin (32M), vdb the merging COW, vdc another snapshot's COW.
 . ./lib.sh
 
-# start_merge IMPL CHUNK: o becomes a merge of the COW on vdb.
+# inactive_left DEV: merge_left of DEV's loaded, not yet resumed table.
+inactive_left() {
+        local st
+        st=$(dmsetup status --inactive "$1" | cut -d' ' -f4-)
+        case $st in
+        [0-9]*/[0-9]*\ [0-9]*) ;;
+        *) echo "inactive_left: $1 has status '$st'" >&2; return 1 ;;
+        esac
+        echo $((${st%%/*} - $(echo "$st" | cut -d' ' -f2)))
+}
+
+# start_merge IMPL CHUNK: o becomes a merge of the COW on vdb; initial is
+# what it has to merge, read before it can start.
 start_merge() {
         local size
         size=$(sectors /dev/mapper/o-real)
         must dmsetup suspend o
         must dmsetup reload o --table "0 $size $(merge_target "$1") /dev/mapper/o-real /dev/vdb P $2"
+        initial=$(inactive_left o) || fail "$1: no merge loaded"
         must dmsetup resume o
+        echo "$1: $initial sectors to merge"
+}
+
+# falls_below DEV N: waits (60 s at most) until the merge on DEV has less
+# than N sectors left, and sets left.
+falls_below() {
+        local i=0
+        while :; do
+                left=$(merge_left "$1") || fail "no merge on $1: $(snapshot_status "$1")"
+                [ "$left" -lt "$2" ] && return 0
+                i=$((i + 1))
+                [ $i -lt 600 ] || fail "the merge did not go on from $2 sectors: $(snapshot_status "$1")"
+                sleep 0.1
+        done
+}
+
+# still_merging DEV WHEN: the merge on DEV has begun and is not done.
+still_merging() {
+        left=$(merge_left "$1") || fail "no merge on $1 $2: $(snapshot_status "$1")"
+        [ "$left" -gt 0 ] || fail "the merge was done $2"
+        [ "$left" -lt "$initial" ] || fail "the merge had not begun $2"
+        echo "$2: $left of $initial sectors left"
 }
 
 # prepare IMPL CHUNK SEED: s1 (vdb) and s2 (vdc) with changes in both
@@ -27,7 +62,9 @@ prepare() {
         make_snapshot "$1" o s1 /dev/vdb "$2" || fail "create s1"
         cp /dev/vda /tmp/model-s1
         cp /dev/vda /tmp/model-o
-        must rbio write /dev/mapper/o /tmp/model-o --seed $(($3 + 1)) --count 400 --direct
+        # Blocks of 4 chunks: s1's COW holds several merge batches (256
+        # chunks) so that a throttled merge is caught half way.
+        must rbio write /dev/mapper/o /tmp/model-o --seed $(($3 + 1)) --count 350 --bs $(($2 * 2048)) --direct
         make_snapshot "$1" o s2 /dev/vdc "$2" || fail "create s2"
         cp /tmp/model-o /tmp/model-s2
         must rbio write /dev/mapper/o /tmp/model-o --seed $(($3 + 2)) --count 300 --threads 2 --direct
@@ -53,12 +90,18 @@ merge_and_check() {
         start_merge "$2" "$3"
         if [ -n "${5:-}" ]; then
                 [ "$2" = rollback ] && must dmsetup message o 0 merge_throttle 300
-                sleep 0.5
+                falls_below o "$initial"
                 must dmsetup suspend o
-                [ "$(merge_left o)" -gt 0 ] || fail "the merge finished before the switch"
-                echo "left at the switch: $(merge_left o) sectors"
+                still_merging o "at the switch"
                 reload_as "$finish" "$3"
                 start_merge "$finish" "$3"
+        fi
+        # Ours merges a batch at once, then one every 8 s: the I/O below
+        # runs half way through.  Upstream has no throttle: no such check.
+        if [ "$finish" = rollback ]; then
+                must dmsetup message o 0 merge_throttle $(($3 * 16))
+                falls_below o "$initial"
+                still_merging o "before the I/O"
         fi
         snapshot_status o
         # In use while merging: it shows the snapshot at once, takes writes.
@@ -66,6 +109,10 @@ merge_and_check() {
         must rbio write /dev/mapper/o /tmp/model-merge --seed $(($4 + 4)) --count 200 --direct
         must rbio cmp /dev/mapper/o /tmp/model-merge
         must rbio cmp /dev/mapper/s2 /tmp/model-s2
+        if [ "$finish" = rollback ]; then
+                still_merging o "after the I/O"
+                must dmsetup message o 0 merge_throttle 0
+        fi
         wait_merged o
         snapshot_status o
         must rbio cmp /dev/mapper/o /tmp/model-merge
@@ -126,7 +173,9 @@ prepare rollback 8 90
 reload_as rollback 8
 # The header's valid field (bytes 4-7) cleared, as an overflow leaves it.
 printf '\0\0\0\0' | dd of=/dev/vdb bs=1 seek=4 conv=notrunc 2>/dev/null
-start_merge rollback 8
+must dmsetup suspend o
+must dmsetup reload o --table "0 $(sectors /dev/mapper/o-real) rollback-merge /dev/mapper/o-real /dev/vdb P 8"
+must dmsetup resume o
 [ "$(snapshot_status o)" = Invalid ] || fail "status of an invalid merge: $(snapshot_status o)"
 must rbio cmp /dev/mapper/o /tmp/model-o
 must rbio write /dev/mapper/o /tmp/model-o --seed 94 --count 100 --direct
@@ -139,15 +188,23 @@ prepare rollback 8 80
 reload_as rollback 8
 cp /tmp/model-s1 /tmp/model-merge
 start_merge rollback 8
+# A batch a second: stopped half way, with batches left to go on with.
 must dmsetup message o 0 merge_throttle 1000
-sleep 1
+falls_below o "$initial"
 must dmsetup suspend o
-left=$(merge_left o)
+still_merging o "at the stop"
+stop=$left
 snapshot_status o | grep -q " stopped$" || fail "not stopped when suspended: $(snapshot_status o)"
 sleep 1
-[ "$(merge_left o)" = "$left" ] || fail "merged while suspended"
+[ "$(merge_left o)" = "$stop" ] || fail "merged while suspended"
 must dmsetup resume o
-snapshot_status o | grep -q -e " running$" -e " stopped$" || fail "state after resume: $(snapshot_status o)"
+snapshot_status o | grep -q " running$" || fail "not running after resume: $(snapshot_status o)"
+# Two more batches, each committed while there is still more to merge.
+falls_below o "$stop"
+first=$left
+falls_below o "$first"
+[ "$left" -gt 0 ] || fail "the merge ignored its throttle after resume"
+echo "after resume: $first, then $left sectors left"
 must dmsetup message o 0 merge_throttle 0
 wait_merged o
 i=0

@@ -173,6 +173,9 @@ static int read_slot(int fd, const struct pool_geometry *g, unsigned slot, uint6
         text[len] = 0;
         if (le32toh(h.data_crc) != crc32_le(0, text, len) || strlen(text) != len)
                 return -EBADMSG;
+        /* No pool counts that far; the next commit would wrap and lose to the older slot. */
+        if (le64toh(h.seq) >= UINT64_C(1) << 63)
+                return -EBADMSG;
         *ret_seq = le64toh(h.seq);
         *ret = TAKE_PTR(text);
         return 0;

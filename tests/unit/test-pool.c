@@ -226,16 +226,20 @@ static void header_put(int fd, unsigned offset, uint64_t value, unsigned width) 
 }
 
 /* A document in slot 0 with a sequence number above slot 1's and right CRCs. */
-static void slot_put(int fd, const char *text, uint32_t length) {
+static void slot_put_seq(int fd, const char *text, uint32_t length, uint64_t seq) {
         uint8_t h[POOL_SLOT_HEADER_SIZE] = "RBMETA01";
         size_t len = strlen(text);
 
-        *(uint64_t *) (h + 8) = htole64(1000);
+        *(uint64_t *) (h + 8) = htole64(seq);
         *(uint32_t *) (h + 16) = htole32(length);
         *(uint32_t *) (h + 20) = htole32(crc32_le(0, text, len));
         *(uint32_t *) (h + 28) = htole32(crc32_le(0, h, 28));
         CHECK(pwrite(fd, text, len, POOL_HEADER_SIZE + POOL_SLOT_HEADER_SIZE) == (ssize_t) len);
         CHECK(pwrite(fd, h, sizeof(h), POOL_HEADER_SIZE) == sizeof(h));
+}
+
+static void slot_put(int fd, const char *text, uint32_t length) {
+        slot_put_seq(fd, text, length, 1000);
 }
 
 /* Every geometry that does not fit the device or itself is refused before anything is read by it. */
@@ -274,6 +278,9 @@ static void test_hostile_header(void) {
 
         /* A slot length past the slot (malloc(len + 1) wrapped once): not a valid slot. */
         slot_put(fd, "{\"format\": 1}", UINT32_MAX);
+        CHECK(pool_load(fd, &p) == -EBADMSG);
+        /* A sequence number at the top: the next commit would wrap and be lost to this slot. */
+        slot_put_seq(fd, "{\"format\": 1}", strlen("{\"format\": 1}"), UINT64_MAX);
         CHECK(pool_load(fd, &p) == -EBADMSG);
         /* The same with a slot size that would let it through: the geometry is refused first. */
         header_put(fd, H_SLOT_SIZE, 1ULL << 40, 8);

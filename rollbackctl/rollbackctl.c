@@ -160,6 +160,7 @@ static const char *error_text(int r) {
         case ENOMEDIUM: return "no rollback pool found; create one with 'rollbackctl init DEVICE'";
         case ENOTUNIQ: return "more than one rollback pool found; choose one with --pool";
         case EBADMSG: return "the pool's metadata is damaged in both slots";
+        case EUCLEAN: return "the pool's header or metadata is inconsistent (damaged or not written by rollback); refusing to use it";
         case EOPNOTSUPP: return "no usable snapshot targets in the kernel (dm-rollback or dm-snapshot)";
         case ENOSPC: return "not enough free space in the pool";
         case ENOTBLK: return "not a device-mapper volume (rollback snapshots LVs and other dm devices)";
@@ -702,19 +703,6 @@ static int verb_init(int argc, char *argv[]) {
         return 0;
 }
 
-static const struct setting {
-        const char *key;
-        size_t offset;
-        unsigned max;
-} settings_table[] = {
-        { "autoextend_threshold", offsetof(struct pool_settings, autoextend_threshold), 100 },
-        { "autoextend_percent", offsetof(struct pool_settings, autoextend_percent), 1000 },
-        { "pool_warn_percent", offsetof(struct pool_settings, pool_warn_percent), 100 },
-        { "retain", offsetof(struct pool_settings, retain), 10000 },
-        { "snapshot_percent", offsetof(struct pool_settings, snapshot_percent), 1000 },
-        { "chunk_sectors", offsetof(struct pool_settings, chunk_sectors), 2048 },
-};
-
 static int verb_config(int argc, char *argv[]) {
         _cleanup_pool_ struct pool *p = NULL;
         _cleanup_close_ int lock = -1;
@@ -750,12 +738,13 @@ static int verb_config(int argc, char *argv[]) {
                         } else
                                 printf("backend=%s\n", backend_to_string(p->meta.settings.backend));
                 }
-                for (size_t k = 0; k < ELEMENTSOF(settings_table) && !found; k++) {
-                        unsigned *field = (unsigned *) ((char *) &p->meta.settings + settings_table[k].offset);
+                for (size_t k = 0; k < pool_settings_table_size && !found; k++) {
+                        const struct pool_setting *t = &pool_settings_table[k];
+                        unsigned *field = pool_setting_field(&p->meta.settings, t);
                         char *end;
                         unsigned long v;
 
-                        if (strcmp(key, settings_table[k].key) != 0)
+                        if (strcmp(key, t->key) != 0)
                                 continue;
                         found = true;
                         if (!value) {
@@ -764,8 +753,7 @@ static int verb_config(int argc, char *argv[]) {
                         }
                         errno = 0;
                         v = strtoul(value, &end, 10);
-                        if (errno || end == value || *end || v > settings_table[k].max ||
-                            (strcmp(key, "chunk_sectors") == 0 && (v < 8 || (v & (v - 1))))) {
+                        if (errno || end == value || *end || !pool_setting_value_is_valid(t, v)) {
                                 log_error("invalid value '%s' for %s", value, key);
                                 return EXIT_USAGE;
                         }
@@ -779,9 +767,9 @@ static int verb_config(int argc, char *argv[]) {
         }
         if (argc == 1) {
                 printf("backend=%s\n", backend_to_string(p->meta.settings.backend));
-                for (size_t k = 0; k < ELEMENTSOF(settings_table); k++)
-                        printf("%s=%u\n", settings_table[k].key,
-                               *(unsigned *) ((char *) &p->meta.settings + settings_table[k].offset));
+                for (size_t k = 0; k < pool_settings_table_size; k++)
+                        printf("%s=%u\n", pool_settings_table[k].key,
+                               *pool_setting_field(&p->meta.settings, &pool_settings_table[k]));
         }
         if (changed) {
                 r = pool_commit(p);

@@ -1025,45 +1025,55 @@ int rb_snapshot_extend(struct pool *p, const char *name, uint64_t count) {
         return rbdm_replace(cow, table);
 }
 
+/*
+ * The upgrade snapshot of a volume that retention deletes next, or NULL:
+ * while more than settings.retain are kept, an invalid one (it can never be
+ * reverted to) goes before any valid one, the oldest first.  A merging
+ * snapshot is not counted, and the one pending revert is never deleted.
+ */
+struct snapshot *rb_retention_victim(struct pool *p, const char *volume) {
+        struct volume *v = pool_find_volume(p, volume);
+        struct snapshot *victim = NULL;
+        size_t n = 0;
+
+        if (p->meta.settings.retain == 0)
+                return NULL;
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                struct snapshot *s = &p->meta.snapshots[i];
+
+                if (!s->upgrade || strcmp(s->volume, volume) != 0 || s->state == SNAPSHOT_MERGING)
+                        continue;
+                n++;
+                if (v && v->revert && strcmp(v->revert, s->name) == 0)
+                        continue;
+                if (!victim ||
+                    (s->state == SNAPSHOT_INVALID) > (victim->state == SNAPSHOT_INVALID) ||
+                    ((s->state == SNAPSHOT_INVALID) == (victim->state == SNAPSHOT_INVALID) &&
+                     s->created_usec < victim->created_usec))
+                        victim = s;
+        }
+        return n > p->meta.settings.retain ? victim : NULL;
+}
+
 int rb_apply_retention(struct pool *p, const char *volume, unsigned *ret_deleted) {
-        unsigned deleted = 0, retain = p->meta.settings.retain;
+        unsigned deleted = 0;
+        struct snapshot *victim;
 
         if (ret_deleted)
                 *ret_deleted = 0;
-        if (retain == 0)
-                return 0;
-        for (;;) {
-                struct snapshot *oldest = NULL;
-                size_t n = 0;
+        while ((victim = rb_retention_victim(p, volume))) {
+                _cleanup_free_ char *name = strdup(victim->name);
                 int r;
 
-                for (size_t i = 0; i < p->meta.n_snapshots; i++) {
-                        struct snapshot *s = &p->meta.snapshots[i];
-
-                        if (!s->upgrade || strcmp(s->volume, volume) != 0 || s->state == SNAPSHOT_MERGING)
-                                continue;
-                        n++;
-                        if (!oldest || s->created_usec < oldest->created_usec)
-                                oldest = s;
-                }
-                if (n <= retain)
-                        break;
-                /* The snapshot pending revert is kept whatever its age. */
-                {
-                        struct volume *v = pool_find_volume(p, volume);
-                        if (v && v->revert && strcmp(v->revert, oldest->name) == 0)
-                                break;
-                }
-                _cleanup_free_ char *name = strdup(oldest->name);
                 if (!name)
                         return -ENOMEM;
                 r = rb_snapshot_delete(p, name);
                 if (r < 0)
                         return r;
                 deleted++;
+                if (ret_deleted)
+                        *ret_deleted = deleted;
         }
-        if (ret_deleted)
-                *ret_deleted = deleted;
         return 0;
 }
 

@@ -86,8 +86,9 @@ int rb_merge_poll(struct pool *p, const char *volume, bool finish, struct rb_mer
  */
 int rb_refresh_states(struct pool *p, unsigned *ret_changed);
 
-/* Applies retention: deletes the oldest upgrade snapshots beyond settings.retain. */
+/* Applies retention: deletes upgrade snapshots beyond settings.retain, invalid ones first, then the oldest. */
 int rb_apply_retention(struct pool *p, const char *volume, unsigned *ret_deleted);
+struct snapshot *rb_retention_victim(struct pool *p, const char *volume);
 
 /* The data model of list and status, as JSON with stable snake_case keys. */
 int rb_list_json(struct pool *p, json_object **ret);

@@ -10,7 +10,8 @@
  *   rbio written TARGET SEED RUN [--then RUN]...
  *                                         every unit of TARGET holds its fill
  *                                         data (fill SEED) or the data of one
- *                                         write of one of the write RUNs
+ *                                         write of one of the write RUNs, in
+ *                                         the order they ran
  *   rbio cowmap COW                       validates a persistent COW and prints
  *                                         its canonical form
  *
@@ -29,7 +30,9 @@
  * is an exact model of the device.  The data of operation i at block b is a
  * function of (seed, i, b) only, which is what "written" checks against
  * after a power cut; its unit is the smallest write of any run (a slice with
- * --crowd, a block otherwise).  It prints how many units hold each source.
+ * --crowd, a block otherwise).  A RUN given --done ran to its end: a unit it
+ * wrote holds its last write there or a write of a later run, never older
+ * data.  It prints how many units hold each source.
  *
  * cowmap prints the header fields, the number of exceptions and areas, then
  * "old_chunk checksum" lines sorted by old_chunk: two COWs with the same
@@ -66,6 +69,7 @@ struct options {
         bool direct;
         bool latency;
         bool crowd;
+        bool done;
         uint64_t say_after;
         const char *say;
 };
@@ -564,6 +568,8 @@ static int parse_options(int argc, char **argv, int first, struct options *o,
                         o->latency = true;
                 else if (!strcmp(a, "--crowd"))
                         o->crowd = true;
+                else if (stop && !strcmp(a, "--done"))
+                        o->done = true;
                 else if (i + 1 < argc && !strcmp(a, "--seed"))
                         bad = parse_num(argv[++i], a, &o->seed);
                 else if (i + 1 < argc && !strcmp(a, "--count"))
@@ -657,6 +663,18 @@ static bool is_pattern(const uint64_t *buf, uint64_t words, uint64_t seed, uint6
         return true;
 }
 
+/* Does the unit at byte pos hold the data of fill SEED there? */
+static bool is_fill(const uint64_t *p, uint64_t unit, uint64_t seed, uint64_t pos) {
+        const uint64_t mib = 1 << 20;
+        uint64_t base = pos & ~(mib - 1), head = base + mib - pos;
+
+        /* fill seeds each MiB: a unit may cross into the next one. */
+        if (head >= unit)
+                return is_pattern(p, unit / 8, fill_seed(seed, base), (pos - base) / 8);
+        return is_pattern(p, head / 8, fill_seed(seed, base), (pos - base) / 8) &&
+               is_pattern(p + head / 8, (unit - head) / 8, fill_seed(seed, base + mib), 0);
+}
+
 static int cmd_written(int argc, char **argv) {
         const char *target = argv[2];
         uint64_t size, fill, bs, unit, units_fill = 0, bad = 0;
@@ -707,33 +725,33 @@ static int cmd_written(int argc, char **argv) {
         for (uint64_t off = 0; off + bs <= size; off += bs) {
                 uint64_t block = off / bs;
 
+                int last_done = -1;
+                unsigned first;
+
                 if (pread_exact(fd, buf, bs, off, target) < 0)
                         return 2;
+                for (unsigned r = 0; r < nruns; r++)
+                        if (runs[r].o.done && block < runs[r].blocks &&
+                            runs[r].start[block] < runs[r].start[block + 1])
+                                last_done = r;
+                first = last_done < 0 ? 0 : last_done;
                 for (uint64_t u = 0; u < bs; u += unit) {
                         const uint64_t *p = buf + u / 8;
-                        uint64_t mib = (off + u) & ~(uint64_t) ((1 << 20) - 1);
                         bool found = false;
 
-                        /* A unit never crosses a MiB when bs divides it; else check both parts. */
-                        if (mib + (1 << 20) >= off + u + unit) {
-                                found = is_pattern(p, unit / 8, fill_seed(fill, mib), (off + u - mib) / 8);
-                        } else {
-                                uint64_t head = mib + (1 << 20) - (off + u);
-
-                                found = is_pattern(p, head / 8, fill_seed(fill, mib), (off + u - mib) / 8) &&
-                                        is_pattern(p + head / 8, (unit - head) / 8,
-                                                   fill_seed(fill, mib + (1 << 20)), 0);
-                        }
-                        if (found) {
+                        if (last_done < 0 && is_fill(p, unit, fill, off + u)) {
                                 units_fill++;
                                 continue;
                         }
-                        for (unsigned r = 0; r < nruns && !found; r++) {
+                        for (unsigned r = first; r < nruns && !found; r++) {
                                 const struct run *run = &runs[r];
+                                uint64_t j = 0;
 
                                 if (block >= run->blocks)
                                         continue;
-                                for (uint64_t j = run->start[block]; j < run->start[block + 1]; j++) {
+                                /* Ops are listed by index: the last one is the final write. */
+                                j = (int) r == last_done ? run->start[block + 1] - 1 : run->start[block];
+                                for (; j < run->start[block + 1]; j++) {
                                         uint64_t seed = op_seed(run->o.seed, run->ops[j], block);
 
                                         if (is_pattern(p, unit / 8, seed, u / 8)) {
@@ -745,7 +763,7 @@ static int cmd_written(int argc, char **argv) {
                         }
                         if (!found && !bad++)
                                 printf("rbio: %s: bytes %" PRIu64 "..%" PRIu64
-                                       " hold neither fill data nor one write\n",
+                                       " hold no data they may hold\n",
                                        target, off + u, off + u + unit - 1);
                 }
         }

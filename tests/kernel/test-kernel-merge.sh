@@ -96,10 +96,10 @@ merge_and_check() {
                 reload_as "$finish" "$3"
                 start_merge "$finish" "$3"
         fi
-        # Ours merges a batch at once, then one every 8 s: the I/O below
+        # Ours merges a batch at once, then one every 12.8 s: the I/O below
         # runs half way through.  Upstream has no throttle: no such check.
         if [ "$finish" = rollback ]; then
-                must dmsetup message o 0 merge_throttle $(($3 * 16))
+                must dmsetup message o 0 merge_throttle $(($3 * 10))
                 falls_below o "$initial"
                 still_merging o "before the I/O"
         fi

@@ -27,12 +27,14 @@ run_case() {
                 i=$((i + 1))
         done
 
-        # Concurrent: origin (2 threads), every snapshot but s1 written, s1 read.
-        rbio write /dev/mapper/o /tmp/model-o --seed $((seed + 10)) --count 300 --bs "$bs" --threads 2 $flag > /tmp/w-o.log &
+        # Concurrent: origin, every snapshot but s1 written, s1 read.  With
+        # --crowd the threads of a writer write slices of the same blocks in
+        # step: they race on the copy-on-write of every chunk they touch.
+        rbio write /dev/mapper/o /tmp/model-o --seed $((seed + 10)) --count 150 --bs "$bs" --threads 4 --crowd $flag > /tmp/w-o.log &
         pids="$!"
         i=2
         while [ $i -le "$nsnap" ]; do
-                rbio write "/dev/mapper/s$i" "/tmp/model-s$i" --seed $((seed + 20 + i)) --count 200 --bs "$bs" $flag > "/tmp/w-s$i.log" &
+                rbio write "/dev/mapper/s$i" "/tmp/model-s$i" --seed $((seed + 20 + i)) --count 100 --bs "$bs" --threads 2 --crowd $flag > "/tmp/w-s$i.log" &
                 pids="$pids $!"
                 i=$((i + 1))
         done

@@ -20,6 +20,13 @@ echo "before reload: $st"
 meta=${st##* }
 [ "$meta" -ge 32 ] || fail "expected several metadata areas, status '$st'"
 remove_all
+# What is on disk is well formed and is what the status counts: the header,
+# the areas and one chunk per exception.
+map=$(rbio cowmap /dev/vdb) || fail "bad COW after the writes"
+n=$(echo "$map" | sed -n 's/^exceptions=\([0-9]*\) areas=\([0-9]*\)$/\1 \2/p')
+[ -n "$n" ] || fail "no counts from cowmap"
+[ $((${st%%/*} / 8)) = $((1 + ${n% *} + ${n#* })) ] ||
+        fail "status '$st' does not match the $n exceptions and areas on disk"
 for impl in rollback upstream rollback; do
         make_origin $impl o /dev/vda
         make_snapshot $impl o s /dev/vdb 8 || fail "$impl: reload s"

@@ -21,6 +21,10 @@ installkernel() {
 
 install() {
         inst_binary @libexecdir@/rollback/rollback-boot
+        # The pool's identity, so that early boot uses no other device with the magic.
+        if [ -e /etc/rollback/pool-uuid ]; then
+                inst_simple /etc/rollback/pool-uuid
+        fi
         inst_multiple -o modprobe
         inst_hook pre-mount 10 "$moddir/rollback-pre-mount.sh"
 }

@@ -33,8 +33,9 @@ int main(int argc, char *argv[]) {
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
-                        printf("Usage: rollback-boot [--pool DEVICE]\n\n"
-                               "Re-arms rollback's snapshots and starts a pending merge, before root is mounted.\n");
+                        printf("Usage: rollback-boot [--pool DEVICE|UUID=UUID]\n\n"
+                               "Re-arms rollback's snapshots and starts a pending merge, before root is mounted.\n"
+                               "The pool is the one recorded in " RB_POOL_ID_PATH " unless --pool says otherwise.\n");
                         return 0;
                 case 'p':
                         pool = optarg;
@@ -48,10 +49,18 @@ int main(int argc, char *argv[]) {
                 log_info("no pool found, nothing to do");
                 return 0;
         }
+        if (r == -ENXIO) {
+                log_error("the rollback pool %s is not here: snapshots are not armed this boot",
+                          pool ?: "recorded in " RB_POOL_ID_PATH);
+                return 1;
+        }
         if (r < 0) {
                 log_error_errno(r, "cannot open the pool: %m; snapshots are not armed this boot");
                 return 1;
         }
+        if (p->foreign > 0)
+                log_warning("ignoring %u other device(s) with a rollback pool signature; using %s",
+                            p->foreign, p->path);
 
         /* rb_boot_volume() rewrites the arrays: walk a copy of the names. */
         n = p->meta.n_volumes;

@@ -5,5 +5,8 @@ command -v getarg > /dev/null || . /lib/dracut-lib.sh
 
 if getargbool 1 rd.rollback; then
         info "rollback: arming snapshots"
-        @libexecdir@/rollback/rollback-boot || warn "rollback: the early-boot step failed; see the kernel log"
+        # rd.rollback.pool=UUID: that pool, not the one recorded by init.
+        pool=$(getarg rd.rollback.pool=)
+        @libexecdir@/rollback/rollback-boot ${pool:+--pool "UUID=$pool"} ||
+                warn "rollback: the early-boot step failed; see the kernel log"
 fi

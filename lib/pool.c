@@ -284,6 +284,58 @@ static int device_bytes(int fd, uint64_t *ret) {
         return 0;
 }
 
+int pool_probe(int fd, uint8_t ret_uuid[16]) {
+        struct pool_header_disk h;
+        int r;
+
+        r = pread_full(fd, &h, sizeof(h), 0);
+        if (r < 0)
+                return r == -EIO ? -ENOMEDIUM : r;
+        if (memcmp(h.magic, POOL_MAGIC, 8) != 0)
+                return -ENOMEDIUM;
+        if (le32toh(h.crc) != crc32_le(0, &h, offsetof(struct pool_header_disk, crc)))
+                return -EBADMSG;
+        memcpy(ret_uuid, h.uuid, 16);
+        return 0;
+}
+
+/* As blkid and udev print UUIDs: 8-4-4-4-12 hex digits. */
+void pool_uuid_to_string(const uint8_t uuid[16], char ret[POOL_UUID_STRING_MAX]) {
+        char *c = ret;
+
+        for (int i = 0; i < 16; i++) {
+                c += sprintf(c, "%02x", uuid[i]);
+                if (i == 3 || i == 5 || i == 7 || i == 9)
+                        *c++ = '-';
+        }
+}
+
+/* 32 hex digits, dashes anywhere skipped. */
+int pool_uuid_from_string(const char *s, uint8_t ret[16]) {
+        unsigned n = 0;
+
+        for (; *s && n < 32; s++) {
+                int v;
+
+                if (*s == '-')
+                        continue;
+                if (*s >= '0' && *s <= '9')
+                        v = *s - '0';
+                else if (*s >= 'a' && *s <= 'f')
+                        v = *s - 'a' + 10;
+                else if (*s >= 'A' && *s <= 'F')
+                        v = *s - 'A' + 10;
+                else
+                        return -EINVAL;
+                if (n % 2 == 0)
+                        ret[n / 2] = v << 4;
+                else
+                        ret[n / 2] |= v;
+                n++;
+        }
+        return n == 32 && *s == 0 ? 0 : -EINVAL;
+}
+
 static void free_slot_texts(char *(*texts)[2]) {
         free((*texts)[0]);
         free((*texts)[1]);

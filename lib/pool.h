@@ -108,6 +108,7 @@ struct pool_geometry {
 struct pool {
         int fd;
         char *path;
+        unsigned foreign;               /* other devices with the magic, ignored when it was found */
         dev_t devnum;                   /* 0 when the pool is a regular file (tests) */
         struct pool_geometry geo;
         uint64_t seq;                   /* sequence number of the loaded document */
@@ -152,6 +153,11 @@ int pool_format(int fd, uint64_t size, uint64_t extent_sectors, const struct poo
 /* -ENOMEDIUM when fd holds no pool, -EBADMSG when no slot is valid. The pool keeps a dup of fd. */
 int pool_load(int fd, struct pool **ret);
 int pool_open(const char *path, bool writable, struct pool **ret);
+/* The pool's UUID from its header alone: -ENOMEDIUM without the magic, -EBADMSG for a bad header. */
+int pool_probe(int fd, uint8_t ret_uuid[16]);
+#define POOL_UUID_STRING_MAX 37
+void pool_uuid_to_string(const uint8_t uuid[16], char ret[POOL_UUID_STRING_MAX]);
+int pool_uuid_from_string(const char *s, uint8_t ret[16]);
 int pool_commit(struct pool *p);
 struct pool *pool_free(struct pool *p);
 static inline void pool_freep(struct pool **p) {

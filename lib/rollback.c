@@ -61,33 +61,113 @@ static bool is_our_device(const char *kname) {
         return strncmp(uuid, RB_DM_UUID_PREFIX, strlen(RB_DM_UUID_PREFIX)) == 0;
 }
 
-int rb_pool_find(char **ret_path) {
-        _cleanup_free_ char *found = NULL;
-        DIR *d;
-        struct dirent *de;
-        int n = 0;
+int rb_pool_recorded(uint8_t ret_uuid[16]) {
+        _cleanup_free_ char *line = NULL;
+        size_t n = 0;
+        FILE *f;
+        int r;
 
+        f = fopen(RB_POOL_ID_PATH, "re");
+        if (!f)
+                return -errno;
+        r = getline(&line, &n, f) < 0 ? -EINVAL : 0;
+        fclose(f);
+        if (r < 0)
+                return r;
+        line[strcspn(line, "\n")] = 0;
+        return pool_uuid_from_string(line, ret_uuid);
+}
+
+int rb_pool_record(const uint8_t uuid[16]) {
+        char text[POOL_UUID_STRING_MAX], tmp[] = RB_POOL_ID_PATH ".XXXXXX";
+        _cleanup_close_ int fd = -1;
+        int r;
+
+        if (mkdir(RB_POOL_ID_DIR, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        pool_uuid_to_string(uuid, text);
+        r = dprintf(fd, "%s\n", text) < 0 || fchmod(fd, 0644) < 0 || fsync(fd) < 0 ? -errno : 0;
+        if (r == 0 && rename(tmp, RB_POOL_ID_PATH) < 0)
+                r = -errno;
+        if (r < 0)
+                (void) unlink(tmp);
+        return r;
+}
+
+int rb_device_signature(int fd, char **ret_type) {
+        const char *type = NULL;
+        blkid_probe pr;
+        int r;
+
+        pr = blkid_new_probe();
+        if (!pr)
+                return -ENOMEM;
+        r = blkid_probe_set_device(pr, fd, 0, 0);
+        if (r < 0) {
+                blkid_free_probe(pr);
+                return -EIO;
+        }
+        blkid_probe_enable_superblocks(pr, true);
+        blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE);
+        blkid_probe_enable_partitions(pr, true);
+        blkid_probe_set_partitions_flags(pr, BLKID_PARTS_MAGIC);
+        r = blkid_do_safeprobe(pr);
+        if (r == 0 && blkid_probe_lookup_value(pr, "TYPE", &type, NULL) < 0 &&
+            blkid_probe_lookup_value(pr, "PTTYPE", &type, NULL) < 0)
+                type = "unknown";
+        /* -2: several signatures at once, which is a signature too. */
+        if (r == -2)
+                type = "ambivalent";
+        if (type) {
+                *ret_type = strdup(type);
+                blkid_free_probe(pr);
+                return *ret_type ? 1 : -ENOMEM;
+        }
+        blkid_free_probe(pr);
+        return r < 0 ? -EIO : 0;
+}
+
+/* A block device that may hold a pool: not a loop, CD, RAM disk or one of our own. */
+static bool pool_candidate(const char *kname) {
+        return kname[0] != '.' && strncmp(kname, "loop", 4) != 0 && strncmp(kname, "sr", 2) != 0 &&
+               strncmp(kname, "ram", 3) != 0 && !is_our_device(kname);
+}
+
+int rb_pool_find(const uint8_t *want, char **ret_path, unsigned *ret_foreign) {
+        _cleanup_free_ char *found = NULL;
+        uint8_t recorded[16];
+        unsigned matches = 0, foreign = 0;
+        struct dirent *de;
+        DIR *d;
+
+        if (!want && rb_pool_recorded(recorded) >= 0)
+                want = recorded;
         d = opendir("/sys/class/block");
         if (!d)
                 return -errno;
         while ((de = readdir(d))) {
-                char path[PATH_MAX], magic[8];
-                int fd;
-                ssize_t k;
+                char path[PATH_MAX];
+                uint8_t uuid[16];
+                int fd, r;
 
-                if (de->d_name[0] == '.' || strncmp(de->d_name, "loop", 4) == 0 ||
-                    strncmp(de->d_name, "sr", 2) == 0 || strncmp(de->d_name, "ram", 3) == 0 ||
-                    is_our_device(de->d_name))
+                if (!pool_candidate(de->d_name))
                         continue;
                 snprintf(path, sizeof(path), "/dev/%s", de->d_name);
                 fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
                 if (fd < 0)
                         continue;
-                k = pread(fd, magic, sizeof(magic), 0);
+                r = pool_probe(fd, uuid);
                 close(fd);
-                if (k != sizeof(magic) || memcmp(magic, POOL_MAGIC, 8) != 0)
+                if (r == -ENOMEDIUM)
                         continue;
-                n++;
+                if (want && (r < 0 || memcmp(uuid, want, 16) != 0)) {
+                        foreign++;
+                        continue;
+                }
+                matches++;
                 free(found);
                 found = strdup(path);
                 if (!found) {
@@ -96,9 +176,12 @@ int rb_pool_find(char **ret_path) {
                 }
         }
         closedir(d);
-        if (n == 0)
-                return -ENOMEDIUM;
-        if (n > 1)
+        if (ret_foreign)
+                *ret_foreign = foreign;
+        if (matches == 0)
+                return want ? -ENXIO : -ENOMEDIUM;
+        /* Without an identity any of them could be the foreign one; with one, a clone. */
+        if (matches > 1)
                 return -ENOTUNIQ;
         *ret_path = TAKE_PTR(found);
         return 0;
@@ -106,15 +189,25 @@ int rb_pool_find(char **ret_path) {
 
 int rb_pool_open(const char *path, struct pool **ret) {
         _cleanup_free_ char *found = NULL;
+        uint8_t uuid[16];
+        unsigned foreign = 0;
+        struct pool *p;
         int r;
 
-        if (!path) {
-                r = rb_pool_find(&found);
+        if (!path || strncmp(path, "UUID=", 5) == 0) {
+                if (path && pool_uuid_from_string(path + 5, uuid) < 0)
+                        return -EINVAL;
+                r = rb_pool_find(path ? uuid : NULL, &found, &foreign);
                 if (r < 0)
                         return r;
                 path = found;
         }
-        return pool_open(path, true, ret);
+        r = pool_open(path, true, &p);
+        if (r < 0)
+                return r;
+        p->foreign = foreign;
+        *ret = p;
+        return 0;
 }
 
 int rb_pool_reload(struct pool *p) {
@@ -1125,14 +1218,12 @@ int rb_list_json(struct pool *p, json_object **ret) {
 int rb_status_json(struct pool *p, json_object **ret) {
         json_object *root = json_object_new_object(), *pool, *volumes, *snapshots;
         uint64_t extent_bytes = p->geo.extent_sectors * 512, free_extents = pool_free_extents(p);
-        char uuid[37];
-        const uint8_t *u = p->geo.uuid;
+        char uuid[POOL_UUID_STRING_MAX];
         int r;
 
         if (!root)
                 return -ENOMEM;
-        snprintf(uuid, sizeof(uuid), "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-                 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+        pool_uuid_to_string(p->geo.uuid, uuid);
         pool = json_object_new_object();
         json_object_object_add(pool, "device", json_object_new_string(p->path ? p->path : ""));
         json_object_object_add(pool, "uuid", json_object_new_string(uuid));

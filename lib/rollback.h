@@ -19,8 +19,26 @@
 /* An exclusive lock over the pool for one operation; -1 is "not held". */
 int rb_lock(int *ret_fd);
 
-/* Finds the pool by its magic among the block devices, or opens path. */
-int rb_pool_find(char **ret_path);
+/*
+ * The pool's identity: init records its UUID here, the dracut module copies
+ * it into the initramfs, and every program opens only that pool.
+ */
+#define RB_POOL_ID_DIR "/etc/rollback"
+#define RB_POOL_ID_PATH RB_POOL_ID_DIR "/pool-uuid"
+int rb_pool_recorded(uint8_t ret_uuid[16]);
+int rb_pool_record(const uint8_t uuid[16]);
+
+/*
+ * Finds the pool among the block devices: the one whose UUID is want, or when
+ * want is NULL the one recorded by init, or with nothing recorded the only
+ * device with the magic.  Other devices with the magic are ignored and
+ * counted.  -ENXIO when the pool asked for is not there, -ENOMEDIUM when no
+ * pool is, -ENOTUNIQ when two devices match.
+ */
+int rb_pool_find(const uint8_t *want, char **ret_path, unsigned *ret_foreign);
+/* 1 and the type (libblkid's name) when the device carries a filesystem, RAID, LVM or partition signature. */
+int rb_device_signature(int fd, char **ret_type);
+/* Opens path, a pool by "UUID=<32 hex digits>", or with NULL the one rb_pool_find() finds. */
 int rb_pool_open(const char *path, struct pool **ret);
 int rb_pool_reload(struct pool *p);
 

@@ -56,6 +56,7 @@ static int exit_code(int r) {
         case ENOENT:
         case ENODEV:
         case ENOMEDIUM:
+        case ENXIO:
                 return EXIT_NOT_FOUND;
         case EBUSY:
         case EADDRINUSE:
@@ -98,7 +99,7 @@ static int help(void) {
                "  -h --help               Show this help\n"
                "     --version            Show the version\n"
                "     --json               Print list and status as JSON (stable keys)\n"
-               "     --pool DEVICE        Use this pool instead of searching for it\n"
+               "     --pool DEVICE|UUID=UUID  Use this pool, not the one init recorded\n"
                "     --no-daemon          Do the work in-process instead of via rollbackd\n"
                "\n"
                "SIZE takes the suffixes K, M, G, T (powers of 1024).\n"
@@ -158,7 +159,8 @@ static void format_bytes(char buf[16], uint64_t b) {
 static const char *error_text(int r) {
         switch (-r) {
         case ENOMEDIUM: return "no rollback pool found; create one with 'rollbackctl init DEVICE'";
-        case ENOTUNIQ: return "more than one rollback pool found; choose one with --pool";
+        case ENOTUNIQ: return "more than one device holds the rollback pool; choose one with --pool";
+        case ENXIO: return "the rollback pool recorded in " RB_POOL_ID_PATH " is not here; choose one with --pool";
         case EBADMSG: return "the pool's metadata is damaged in both slots";
         case EUCLEAN: return "the pool's header or metadata is inconsistent (damaged or not written by rollback); refusing to use it";
         case EOPNOTSUPP: return "no usable snapshot targets in the kernel (dm-rollback or dm-snapshot)";
@@ -206,6 +208,9 @@ static int op_direct(struct op *op) {
         r = rb_pool_open_locked(arg_pool, &p, &lock);
         if (r < 0)
                 return r;
+        if (p->foreign > 0)
+                log_warning("Ignoring %u other device(s) with a rollback pool signature; using %s", p->foreign,
+                            p->path);
         (void) rb_refresh_states(p, NULL);
         switch (op->kind) {
         case OP_CREATE:
@@ -689,6 +694,18 @@ static int verb_init(int argc, char *argv[]) {
                           argv[1]);
                 return EXIT_FAIL;
         }
+        if (!arg_force) {
+                _cleanup_free_ char *type = NULL;
+
+                r = rb_device_signature(fd, &type);
+                if (r < 0)
+                        return log_op_error(r, argv[1]);
+                if (r > 0) {
+                        log_error("%s carries a %s signature; --force formats it anyway, destroying that",
+                                  argv[1], type);
+                        return EXIT_FAIL;
+                }
+        }
         pool_settings_default(&settings);
         if (arg_backend_set)
                 settings.backend = arg_backend;
@@ -700,6 +717,17 @@ static int verb_init(int argc, char *argv[]) {
         if (r < 0)
                 return log_op_error(r, "Failed to format the pool");
         printf("Formatted %s as a rollback pool.\n", argv[1]);
+        /* From now on only this pool is used, whatever else carries the magic. */
+        if (S_ISBLK(st.st_mode)) {
+                uint8_t uuid[16];
+
+                r = pool_probe(fd, uuid);
+                if (r >= 0)
+                        r = rb_pool_record(uuid);
+                if (r < 0)
+                        log_warning_errno(r, "Could not record the pool's identity in " RB_POOL_ID_PATH
+                                          " (%m): the pool is found by its signature alone");
+        }
         return 0;
 }
 

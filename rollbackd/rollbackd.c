@@ -27,6 +27,7 @@ struct daemon {
         sd_bus *bus;
         sd_event *event;
         bool pool_warned;
+        unsigned foreign_warned;        /* other devices with the magic, last warned about */
 };
 
 static int check_root(sd_bus_message *m, sd_bus_error *error) {
@@ -337,6 +338,10 @@ static void monitor(struct daemon *d) {
                 (void) sd_notify(false, "STATUS=No pool.");
                 return;
         }
+        if (p->foreign != d->foreign_warned)
+                log_warning("Ignoring %u other device(s) with a rollback pool signature; using %s", p->foreign,
+                            p->path);
+        d->foreign_warned = p->foreign;
         was_active = calloc(p->meta.n_snapshots + 1, 1);
         if (!was_active)
                 return;

@@ -209,6 +209,22 @@ static void test_names_and_strings(void) {
         CHECK(snapshot_state_from_string("nope") < 0);
         CHECK(strcmp(backend_to_string(BACKEND_UPSTREAM), "upstream") == 0);
         CHECK(crc32_le(0, "123456789", 9) == 0xcbf43926u);
+        {
+                const uint8_t u[16] = { 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+                                        0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10 };
+                char text[POOL_UUID_STRING_MAX];
+                uint8_t back[16];
+
+                pool_uuid_to_string(u, text);
+                CHECK(strcmp(text, "01234567-89ab-cdef-fedc-ba9876543210") == 0);
+                CHECK_R(pool_uuid_from_string(text, back));
+                CHECK(memcmp(u, back, 16) == 0);
+                CHECK_R(pool_uuid_from_string("0123456789ABCDEFFEDCBA9876543210", back));
+                CHECK(memcmp(u, back, 16) == 0);
+                CHECK(pool_uuid_from_string("0123456789abcdeffedcba987654321", back) == -EINVAL);
+                CHECK(pool_uuid_from_string("0123456789abcdeffedcba98765432100", back) == -EINVAL);
+                CHECK(pool_uuid_from_string("0123456789abcdeffedcba987654321g", back) == -EINVAL);
+        }
 }
 
 /* Header fields at their on-disk offsets; the CRC covers the 84 bytes before it. */

@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# The pool is chosen by the identity init recorded, not by its magic alone:
+# a foreign pool with a pending revert is ignored (with a warning) by
+# rollbackctl and rollback-boot, a clone or a missing pool is a clear error,
+# and init refuses a device with another signature.
+. ./lib.sh
+. ./lib-userspace.sh
+ctl="rollbackctl --no-daemon"
+
+make_lvm
+populate
+must lvm lvcreate -q -y -L "${POOL_SIZE:-68M}" -n other vg0
+must lvm lvcreate -q -y -L 8M -n fs vg0
+must mkfs.ext4 -q -F /dev/mapper/vg0-fs
+
+step "init refuses a device with another signature"
+expect_rc 1 $ctl init /dev/mapper/vg0-fs
+grep -q "ext4 signature" /tmp/err || fail "the signature is not named: $(cat /tmp/err)"
+
+step "a foreign pool with a pending revert"
+must $ctl init /dev/mapper/vg0-other
+foreign=$($ctl --json status | json_field uuid)
+[ "$(cat /etc/rollback/pool-uuid)" = "$foreign" ] || fail "init did not record the pool: $(cat /etc/rollback/pool-uuid)"
+must $ctl snapshot --name foreign vg0-root
+must $ctl revert foreign
+# As if it came from another machine: its devices gone, its metadata kept.
+umount /mnt
+must dmsetup remove rollback-foreign
+must dmsetup suspend vg0-root
+must dmsetup reload vg0-root --table "$(dmsetup table rollback-vg0-root-real)"
+must dmsetup resume vg0-root
+must dmsetup remove rollback-vg0-root-real
+must dmsetup remove rollback-foreign-cow
+dmsetup ls | grep -q rollback- && fail "devices left: $(dmsetup ls)"
+must mount /dev/mapper/vg0-root /mnt
+
+step "our pool: only it is used, the foreign one is ignored with a warning"
+must $ctl init /dev/mapper/vg0-pool
+ours=$($ctl --json status | json_field uuid)
+[ "$ours" != "$foreign" ] || fail "two pools with one UUID"
+[ "$(cat /etc/rollback/pool-uuid)" = "$ours" ] || fail "init did not record our pool"
+$ctl list > /tmp/out 2> /tmp/err || fail "list: $(cat /tmp/err)"
+grep -q "Ignoring 1 other device" /tmp/err || fail "no warning of the foreign pool: $(cat /tmp/err)"
+grep -q foreign /tmp/out && fail "the foreign pool's snapshot is listed"
+umount /mnt
+rollback-boot 2> /tmp/boot.err
+echo "rollback-boot exit $?"
+cat /tmp/boot.err
+grep -q "ignoring 1 other device" /tmp/boot.err || fail "rollback-boot did not warn of the foreign pool"
+dmsetup table vg0-root | grep -q " linear " || fail "the foreign revert was loaded: $(dmsetup table vg0-root)"
+must mount /dev/mapper/vg0-root /mnt
+must $ctl snapshot --name ours vg0-root
+
+step "--pool UUID= picks a pool by its identity"
+[ "$($ctl --pool "UUID=$foreign" --json list | json_field name)" = foreign ] || fail "--pool UUID= of the foreign pool"
+expect_rc 3 $ctl --pool UUID=00000000-0000-0000-0000-000000000000 list
+grep -q "is not here" /tmp/err || fail "a missing pool is not named as missing"
+expect_rc 2 $ctl --pool UUID=nothex list
+
+step "the recorded pool gone: an error, not the other pool"
+cp /etc/rollback/pool-uuid /tmp/pool-uuid
+echo 00000000-0000-0000-0000-000000000000 > /etc/rollback/pool-uuid
+expect_rc 3 $ctl list
+rollback-boot 2> /tmp/boot.err && fail "rollback-boot went on without its pool"
+grep -q "is not here" /tmp/boot.err || fail "rollback-boot: $(cat /tmp/boot.err)"
+
+step "nothing recorded: two pools are ambiguous"
+rm /etc/rollback/pool-uuid
+expect_rc 1 $ctl list
+grep -q "more than one device" /tmp/err || fail "two pools: $(cat /tmp/err)"
+cp /tmp/pool-uuid /etc/rollback/pool-uuid
+[ "$($ctl --json list | json_field name)" = ours ] || fail "our pool again"
+must $ctl delete ours
+umount /mnt
+pass

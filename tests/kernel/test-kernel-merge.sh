@@ -19,13 +19,23 @@ inactive_left() {
         echo $((${st%%/*} - $(echo "$st" | cut -d' ' -f2)))
 }
 
-# start_merge IMPL CHUNK: o becomes a merge of the COW on vdb; initial is
-# what it has to merge, read before it can start.
+# slow_cow IMPL: upstream has no throttle: its merge's COW becomes cowd,
+# vdb with 50 ms on every write (each merge step commits one).
+cow=/dev/vdb
+slow_cow() {
+        cow=/dev/vdb
+        [ "$1" = upstream ] || return 0
+        must dmsetup create cowd --table "0 $(sectors /dev/vdb) delay /dev/vdb 0 0 /dev/vdb 0 50"
+        cow=/dev/mapper/cowd
+}
+
+# start_merge IMPL CHUNK: o becomes a merge of the COW ($cow, vdb); initial
+# is what it has to merge, read before it can start.
 start_merge() {
         local size
         size=$(sectors /dev/mapper/o-real)
         must dmsetup suspend o
-        must dmsetup reload o --table "0 $size $(merge_target "$1") /dev/mapper/o-real /dev/vdb P $2"
+        must dmsetup reload o --table "0 $size $(merge_target "$1") /dev/mapper/o-real $cow P $2"
         initial=$(inactive_left o) || fail "$1: no merge loaded"
         must dmsetup resume o
         echo "$1: $initial sectors to merge"
@@ -87,6 +97,8 @@ merge_and_check() {
         prepare "$1" "$3" "$4"
         reload_as "$2" "$3"
         cp /tmp/model-s1 /tmp/model-merge
+        cow=/dev/vdb
+        [ -n "${5:-}" ] || slow_cow "$2"
         start_merge "$2" "$3"
         if [ -n "${5:-}" ]; then
                 [ "$2" = rollback ] && must dmsetup message o 0 merge_throttle 300
@@ -94,24 +106,27 @@ merge_and_check() {
                 must dmsetup suspend o
                 still_merging o "at the switch"
                 reload_as "$finish" "$3"
+                slow_cow "$finish"
                 start_merge "$finish" "$3"
         fi
-        # Ours merges a batch at once, then one every 12.8 s: the I/O below
-        # runs half way through.  Upstream has no throttle: no such check.
-        if [ "$finish" = rollback ]; then
-                must dmsetup message o 0 merge_throttle $(($3 * 10))
-                falls_below o "$initial"
-                still_merging o "before the I/O"
-        fi
+        # Ours merges a batch at once, then one every 12.8 s; upstream a
+        # few chunks every 100 ms: the I/O below runs half way through.
+        [ "$finish" = rollback ] && must dmsetup message o 0 merge_throttle $(($3 * 10))
+        falls_below o "$initial"
+        still_merging o "before the I/O"
         snapshot_status o
         # In use while merging: it shows the snapshot at once, takes writes.
         must rbio cmp /dev/mapper/o /tmp/model-merge
         must rbio write /dev/mapper/o /tmp/model-merge --seed $(($4 + 4)) --count 200 --direct
         must rbio cmp /dev/mapper/o /tmp/model-merge
         must rbio cmp /dev/mapper/s2 /tmp/model-s2
+        still_merging o "after the I/O"
         if [ "$finish" = rollback ]; then
-                still_merging o "after the I/O"
                 must dmsetup message o 0 merge_throttle 0
+        else
+                must dmsetup suspend cowd
+                must dmsetup reload cowd --table "0 $(sectors /dev/vdb) linear /dev/vdb 0"
+                must dmsetup resume cowd
         fi
         wait_merged o
         snapshot_status o
@@ -124,6 +139,7 @@ merge_and_check() {
         must rbio cmp /dev/mapper/o /tmp/model-merge
         must rbio cmp /dev/mapper/s2 /tmp/model-s2
         remove_all
+        cow=/dev/vdb
         must rbio cmp /dev/vda /tmp/model-merge
 }
 

@@ -26,7 +26,7 @@ int main(int argc, char *argv[]) {
         const char *pool = NULL;
         size_t n;
         char **names;
-        int c, r, failed = 0;
+        int c, r, failed = 0, blocked = 0;
 
         log_set_program("rollback");
         log_open_kmsg();
@@ -78,7 +78,18 @@ int main(int argc, char *argv[]) {
                 r = rb_boot_volume(p, names[i], &rep);
                 if (r == -ENODEV)
                         log_warning("%s: not active, its snapshots are left as they are", names[i]);
-                else if (r < 0) {
+                else if (r < 0 && rep.merge_blocked) {
+                        log_error_errno(r, "%s: the merge of snapshot '%s' %s cannot be loaded (%m). "
+                                        "The volume must not be mounted: %s. Fix the cause (the pool's "
+                                        "device, the dm-rollback or dm-snapshot module) and reboot; "
+                                        "rd.rollback=0 boots without rollback, marking the snapshots invalid%s.",
+                                        names[i], rep.merging,
+                                        rep.merge_started ? "asked for" : "under way",
+                                        rep.merge_started ? "the revert stays pending for the next boot"
+                                                          : "it is half merged",
+                                        rep.merge_started ? "" : " and leaving the volume half merged");
+                        blocked++;
+                } else if (r < 0) {
                         log_error_errno(r, "%s: cannot arm its snapshots (%m): %u marked invalid",
                                         names[i], rep.invalidated);
                         failed++;
@@ -98,5 +109,6 @@ int main(int argc, char *argv[]) {
                 free(names[i]);
         }
         free(names);
-        return failed ? 1 : 0;
+        /* 3: the hook stops the boot rather than mount a volume the merge has not finished with. */
+        return blocked ? 3 : failed ? 1 : 0;
 }

@@ -1450,12 +1450,26 @@ remove_snapshots:
 remove_real:
         (void) rbdm_remove(st.real_name);
 invalidate:
-        /* Nothing tracks writes to the volume now: none of its snapshots may be reverted to. */
         free(live);
-        ret->invalidated += invalidate_volume_snapshots(p, volume);
         ret->armed = 0;
-        free(v->merging);
-        v->merging = NULL;
+        if (merging) {
+                /*
+                 * Mounted now, the volume would be half merged (a merge under
+                 * way) or written untracked, losing the revert asked for.
+                 * Leave the merge to the next boot, pending as it was; the
+                 * caller stops this one.
+                 */
+                ret->merge_blocked = true;
+                if (ret->merge_started) {
+                        v->revert = v->merging;
+                        v->merging = NULL;
+                        merging->state = SNAPSHOT_ACTIVE;
+                }
+                (void) pool_commit(p);
+                return r;
+        }
+        /* Nothing tracks writes to the volume now: none of its snapshots may be reverted to. */
+        ret->invalidated += invalidate_volume_snapshots(p, volume);
         (void) pool_commit(p);
         return r;
 }

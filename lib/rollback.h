@@ -122,6 +122,7 @@ struct rb_boot_report {
         char *merging;                  /* snapshot being merged, or NULL */
         bool merge_started;             /* the merge was a pending revert */
         bool already;                   /* the volume was armed already */
+        bool merge_blocked;             /* a merge, pending or under way, could not be loaded: do not mount */
 };
 
 /*
@@ -129,6 +130,9 @@ struct rb_boot_report {
  * its own table.  Rebuilds origin, snapshots and COWs from the metadata and,
  * when a revert is pending or a merge was running, loads the merge table.
  * A snapshot that cannot be re-armed is marked invalid: writes to the volume
- * would no longer be tracked by it.
+ * would no longer be tracked by it.  When a merge cannot be loaded, nothing
+ * is invalidated and the merge stays for the next boot (a merge under way
+ * as it was, a pending revert pending again); merge_blocked says the volume
+ * must not be mounted.
  */
 int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *ret);

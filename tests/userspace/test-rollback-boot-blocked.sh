@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# A merge that cannot be loaded at boot stops the boot instead of letting a
+# half-merged (or untracked) root be mounted: rollback-boot exits 3 with a
+# clear message, nothing is invalidated, and the next boot that has the
+# targets again merges as asked.  Both a revert asked for and a merge under
+# way.  A "reboot" is every dm device removed and LVM activating anew.
+. ./lib.sh
+. ./lib-userspace.sh
+ctl="rollbackctl --no-daemon"
+
+reboot_volumes() {
+        must dmsetup remove_all
+        must lvm vgchange -q -ay vg0
+}
+
+# boot_without_targets WHAT: rollback-boot finds neither dm-rollback nor dm-snapshot.
+boot_without_targets() {
+        must rmmod dm_rollback
+        must rmmod dm_snapshot
+        must mv /lib/modules/dm-rollback.ko /lib/modules/dm-snapshot.ko /tmp/
+        rollback-boot 2> /tmp/boot.err
+        rc=$?
+        cat /tmp/boot.err
+        [ $rc = 3 ] || fail "rollback-boot exited $rc, not 3, with $1 that cannot be loaded"
+        grep -q "must not be mounted" /tmp/boot.err || fail "no message that the volume must not be mounted"
+        dmsetup table vg0-root | grep -q " linear " || fail "vg0-root is not left as LVM made it"
+        dmsetup ls | grep -q rollback- && fail "devices left: $(dmsetup ls)"
+        grep -q "$2" /tmp/boot.err || fail "the message does not say '$2'"
+        grep -q "invalid" /tmp/boot.err && grep -q "marked invalid" /tmp/boot.err &&
+                fail "snapshots were invalidated"
+        must insmod /tmp/dm-snapshot.ko
+        must insmod /tmp/dm-rollback.ko
+        must mv /tmp/dm-rollback.ko /tmp/dm-snapshot.ko /lib/modules/
+}
+
+make_lvm
+populate
+# Enough changed to merge for a while: the merge is caught under way below.
+dd if=/dev/urandom of=/mnt/usr/lib/big bs=1M count=6 2>/dev/null
+sync
+tree_sums /mnt > /tmp/sums-pre
+must $ctl init /dev/mapper/vg0-pool
+must $ctl snapshot --name pre vg0-root
+churn
+dd if=/dev/urandom of=/mnt/usr/lib/big bs=1M count=6 conv=notrunc 2>/dev/null
+sync
+must $ctl snapshot --name post vg0-root
+must $ctl revert pre
+umount /mnt
+
+step "a revert asked for, no targets at boot: the boot stops, the revert stays pending"
+reboot_volumes
+boot_without_targets "a revert" "the revert stays pending"
+
+# rollbackctl is not run while the volume is unarmed: it would (rightly)
+# take that for a boot without rollback and invalidate the snapshots.
+step "the next boot merges, post armed; cut off under way"
+reboot_volumes
+must rollback-boot
+uses_target vg0-root rollback-merge || fail "no rollback-merge at boot: $(dmsetup table vg0-root)"
+uses_target rollback-post rollback-snap || fail "post is not armed: it was invalidated"
+must dmsetup message vg0-root 0 merge_throttle 500
+left=$(merge_left vg0-root) || fail "no merge"
+[ "$left" -gt 0 ] || fail "the merge was done at once"
+echo "cut off with $left sectors left"
+
+step "a merge under way, no targets at boot: the boot stops, the merge stays"
+reboot_volumes
+boot_without_targets "a merge under way" "it is half merged"
+
+step "the next boot finishes the merge"
+reboot_volumes
+must rollback-boot
+uses_target vg0-root rollback-merge || fail "the merge was not loaded again"
+uses_target rollback-post rollback-snap || fail "post is not armed: it was invalidated"
+left2=$(merge_left vg0-root) || fail "no merge"
+[ "$left2" -le "$left" ] || fail "the merge started over: $left2 sectors left, $left before"
+must dmsetup message vg0-root 0 merge_throttle 0
+must $ctl wait --timeout 300
+must mount /dev/mapper/vg0-root /mnt
+tree_sums /mnt > /tmp/sums-now
+cmp -s /tmp/sums-pre /tmp/sums-now || fail "the merged volume is not the pre state"
+umount /mnt
+pass

@@ -7,10 +7,13 @@ if getargbool 1 rd.rollback; then
         info "rollback: arming snapshots"
         # rd.rollback.pool=UUID: that pool, not the one recorded by init.
         pool=$(getarg rd.rollback.pool=)
-        @libexecdir@/rollback/rollback-boot ${pool:+--pool "UUID=$pool"}
-        case $? in
-        0) ;;
-        3) emergency_shell -n rollback "rollback: a merge could not be loaded and root must not be mounted; see the kernel log (journalctl -t rollback)" ;;
-        *) warn "rollback: the early-boot step failed; see the kernel log" ;;
-        esac
+        # 3: a merge could not be loaded; root is not mounted until it can be.
+        while :; do
+                @libexecdir@/rollback/rollback-boot ${pool:+--pool "UUID=$pool"}
+                case $? in
+                0) break ;;
+                3) emergency_shell -n rollback "rollback: a merge could not be loaded, so root is not mounted (see dmesg). Fix the cause and exit this shell to try again, or reboot with rd.rollback=0 to boot without rollback." ;;
+                *) warn "rollback: the early-boot step failed; see the kernel log"; break ;;
+                esac
+        done
 fi

@@ -435,6 +435,16 @@ static int verb_status(int argc, char *argv[]) {
                 json_object_put(j);
                 return 0;
         }
+        /* What the admin must know first: snapshots that can no longer be reverted to. */
+        json_object_object_get_ex(j, "snapshots", &snaps);
+        for (size_t i = 0; i < json_object_array_length(snaps); i++) {
+                json_object *s = json_object_array_get_idx(snaps, i);
+
+                if (strcmp(jstr(s, "state") ?: "", snapshot_state_to_string(SNAPSHOT_INVALID)) == 0)
+                        printf("WARNING: snapshot %s of %s is invalid (its COW overflowed or failed, or the volume "
+                               "was written while it was not armed): it cannot be reverted to.\n",
+                               jstr(s, "name"), jstr(s, "volume"));
+        }
         json_object_object_get_ex(j, "pool", &pool);
         format_bytes(ext, juint(pool, "extent_size_bytes"));
         printf("Pool %s (%s): %" PRIu64 " extents of %s, %" PRIu64 " free, %.0f%% used, backend %s\n",
@@ -448,7 +458,6 @@ static int verb_status(int argc, char *argv[]) {
                        jstr(v, "revert_pending") ? ", revert pending to " : "", jstr(v, "revert_pending") ?: "");
                 print_merge(v);
         }
-        json_object_object_get_ex(j, "snapshots", &snaps);
         print_snapshot_table(snaps);
         json_object_put(j);
         return 0;

@@ -12,7 +12,7 @@ expect() {
         err=$("$ctl" "$@" 2>&1 >/dev/null)
         rc=$?
         lines=$(printf '%s\n' "$err" | grep -c .)
-        if [ "$rc" != "$want" ] || [ "$lines" -gt 1 ]; then
+        if [ "$rc" != "$want" ] || [ "$lines" -ne 1 ]; then
                 echo "FAIL: rollbackctl $* -> exit $rc, stderr: $err (want exit $want, one line)"
                 fails=$((fails + 1))
         fi
@@ -41,6 +41,15 @@ for verb in init snapshot list status revert cancel-revert delete wait config; d
         "$ctl" --help | grep -q "^  $verb" || { echo "FAIL: --help lacks $verb"; fails=$((fails + 1)); }
 done
 "$ctl" --version | grep -q '^rollbackctl ' || { echo "FAIL: --version"; fails=$((fails + 1)); }
+
+# Under systemd (stderr is the journal stream) each line carries its priority, so
+# that journalctl -p err shows the errors; on a terminal it does not.
+log=$(mktemp)
+JOURNAL_STREAM=$(stat -c %d:%i "$log") "$ctl" frobnicate 2> "$log"
+grep -q '^<3>' "$log" || { echo "FAIL: no error priority for the journal: $(cat "$log")"; fails=$((fails + 1)); }
+"$ctl" frobnicate 2> "$log"
+grep -q '^<' "$log" && { echo "FAIL: a priority prefix outside the journal"; fails=$((fails + 1)); }
+rm -f "$log"
 
 [ $fails -eq 0 ] && echo ok
 exit $fails

@@ -815,17 +815,23 @@ int rb_refresh_states(struct pool *p, unsigned *ret_changed) {
 
         /*
          * A volume back on its own table (booted without the early-boot hook)
-         * has been written untracked: its snapshots no longer match it.
+         * has been written untracked: its snapshots no longer match it.  A
+         * merge it was under is over too: resumed later, it would copy the
+         * snapshot's chunks over what was written since.
          */
         for (size_t i = 0; i < p->meta.n_volumes; i++) {
-                const struct volume *v = &p->meta.volumes[i];
+                struct volume *v = &p->meta.volumes[i];
                 _cleanup_(stack_done) struct stack st = {};
                 struct rbdm_info info;
 
-                if (v->merging || rbdm_info(v->name, &info) < 0 || !info.exists || !info.live_table ||
+                if (rbdm_info(v->name, &info) < 0 || !info.exists || !info.live_table ||
                     stack_read(v->name, &st) < 0 || st.backend >= 0)
                         continue;
                 changed += invalidate_volume_snapshots(p, v->name);
+                free(v->merging);
+                v->merging = NULL;
+                free(v->revert);
+                v->revert = NULL;
         }
 
         for (size_t i = 0; i < p->meta.n_snapshots; i++) {

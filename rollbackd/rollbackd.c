@@ -258,14 +258,20 @@ static void autoextend(struct daemon *d, struct pool *p) {
         }
 }
 
-static void report_invalid(struct daemon *d, struct pool *p, const uint8_t *was_active) {
+static void report_invalid(struct daemon *d, struct pool *p, const uint8_t *was) {
         for (size_t i = 0; i < p->meta.n_snapshots; i++) {
                 const struct snapshot *s = &p->meta.snapshots[i];
 
-                if (!was_active[i] || s->state != SNAPSHOT_INVALID)
+                if (s->state != SNAPSHOT_INVALID || was[i] == SNAPSHOT_INVALID)
                         continue;
-                log_error("Snapshot %s of %s became invalid (its COW overflowed or failed): it can no longer be "
-                          "reverted to; delete it to free its extents.", s->name, s->volume);
+                if (was[i] == SNAPSHOT_MERGING)
+                        log_error("The merge of snapshot %s into %s was abandoned: the volume was used without it "
+                                  "(booted without rollback), so it is half merged; check its filesystem.",
+                                  s->name, s->volume);
+                else
+                        log_error("Snapshot %s of %s became invalid (its COW overflowed or failed, or the volume "
+                                  "was written while it was not armed): it can no longer be reverted to; delete "
+                                  "it to free its extents.", s->name, s->volume);
                 (void) sd_bus_emit_signal(d->bus, RB_BUS_PATH, RB_BUS_INTERFACE, "SnapshotInvalidated", "s",
                                           s->name);
         }
@@ -328,7 +334,7 @@ static void finish_merges(struct daemon *d, struct pool *p) {
 static void monitor(struct daemon *d) {
         _cleanup_pool_ struct pool *p = NULL;
         _cleanup_close_ int lock = -1;
-        _cleanup_free_ uint8_t *was_active = NULL;
+        _cleanup_free_ uint8_t *was = NULL;
         int r;
 
         r = rb_pool_open_locked(arg_pool, &p, &lock);
@@ -342,15 +348,15 @@ static void monitor(struct daemon *d) {
                 log_warning("Ignoring %u other device(s) with a rollback pool signature; using %s", p->foreign,
                             p->path);
         d->foreign_warned = p->foreign;
-        was_active = calloc(p->meta.n_snapshots + 1, 1);
-        if (!was_active)
+        was = calloc(p->meta.n_snapshots + 1, 1);
+        if (!was)
                 return;
         for (size_t i = 0; i < p->meta.n_snapshots; i++)
-                was_active[i] = p->meta.snapshots[i].state == SNAPSHOT_ACTIVE;
+                was[i] = p->meta.snapshots[i].state;
         r = rb_refresh_states(p, NULL);
         if (r < 0)
                 log_error_errno(r, "Failed to record invalid snapshots: %m");
-        report_invalid(d, p, was_active);
+        report_invalid(d, p, was);
         autoextend(d, p);
         watch_pool_fill(d, p);
         finish_merges(d, p);

@@ -81,4 +81,27 @@ must mount /dev/mapper/vg0-root /mnt
 tree_sums /mnt > /tmp/sums-now
 cmp -s /tmp/sums-pre /tmp/sums-now || fail "the merged volume is not the pre state"
 umount /mnt
+
+step "a merge under way, then a boot without rollback that writes: the merge is given up, never resumed"
+must $ctl revert post
+reboot_volumes
+must rollback-boot
+uses_target vg0-root rollback-merge || fail "no merge of post"
+must dmsetup message vg0-root 0 merge_throttle 500
+reboot_volumes
+must mount /dev/mapper/vg0-root /mnt
+echo "written with rd.rollback=0" > /mnt/unmerged
+umount /mnt
+$ctl status > /tmp/status || fail "status"
+cat /tmp/status
+head -n 1 /tmp/status | grep -q "WARNING: snapshot post of vg0-root is invalid" ||
+        fail "status does not begin with the invalid snapshot"
+[ "$($ctl --json list | json_field state)" = invalid ] || fail "post is not invalid: $($ctl list)"
+$ctl --json status | grep -q '"merge": {' && fail "a merge is still recorded"
+reboot_volumes
+must rollback-boot
+uses_target vg0-root rollback-merge && fail "the given-up merge was resumed over the new writes"
+must mount /dev/mapper/vg0-root /mnt
+grep -q "rd.rollback=0" /mnt/unmerged || fail "the write of the boot without rollback is lost"
+umount /mnt
 pass

@@ -45,12 +45,13 @@ start)
         must dmsetup remove s1
         cow=/dev/vdb
         if [ "$2" = slow ]; then
-                # 100 ms on every read, write and flush of the origin and the
-                # COW: a batch takes about a second, all of it I/O.
-                must dmsetup create cow --table "0 $(sectors /dev/vdb) delay /dev/vdb 0 100"
+                # 50 ms on every I/O of the COW and on the origin's reads,
+                # 400 ms on its writes and flushes: a batch takes about a
+                # second, all of it I/O, most of it writing the origin.
+                must dmsetup create cow --table "0 $(sectors /dev/vdb) delay /dev/vdb 0 50"
                 cow=/dev/mapper/cow
                 must dmsetup suspend o-real
-                must dmsetup reload o-real --table "0 $size delay /dev/vda 0 100"
+                must dmsetup reload o-real --table "0 $size delay /dev/vda 0 50 /dev/vda 0 400"
                 must dmsetup resume o-real
         fi
         must dmsetup reload o --table "0 $size rollback-merge /dev/mapper/o-real $cow P 8"

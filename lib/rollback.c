@@ -21,6 +21,7 @@ static const char *const merge_state_table[_MERGE_STATE_MAX] = {
         [MERGE_RUNNING] = "running",
         [MERGE_FAILED] = "failed",
         [MERGE_DONE] = "done",
+        [MERGE_PENDING] = "pending",
 };
 
 DEFINE_STRING_TABLE(merge_state, enum merge_state, _MERGE_STATE_MAX);
@@ -1054,7 +1055,7 @@ int rb_merge_poll(struct pool *p, const char *volume, bool finish, struct rb_mer
                 return r;
         if (!st.merging) {
                 /* Recorded, but not loaded (yet): at the next boot it will be. */
-                ret->state = MERGE_RUNNING;
+                ret->state = MERGE_PENDING;
                 ret->chunks_total = ret->chunks_remaining = v->merge_start_chunks;
                 return 0;
         }

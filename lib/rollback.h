@@ -82,6 +82,7 @@ enum merge_state {
         MERGE_RUNNING,
         MERGE_FAILED,
         MERGE_DONE,
+        MERGE_PENDING,          /* recorded, not loaded: it goes on at the next boot */
         _MERGE_STATE_MAX,
         _MERGE_STATE_INVALID = -EINVAL,
 };

@@ -613,7 +613,7 @@ static int verb_wait(int argc, char *argv[]) {
         for (;;) {
                 struct op op = { .kind = OP_POLL };
                 json_object *j, *vols;
-                bool merging = false, failed = false;
+                bool merging = false, failed = false, pending = false;
                 int r;
 
                 r = run_op(&op);
@@ -628,8 +628,13 @@ static int verb_wait(int argc, char *argv[]) {
 
                         if (!json_object_object_get_ex(json_object_array_get_idx(vols, i), "merge", &m) || !m)
                                 continue;
-                        if (strcmp(jstr(m, "state") ?: "", "failed") == 0) {
+                        if (strcmp(jstr(m, "state") ?: "", merge_state_to_string(MERGE_FAILED)) == 0) {
                                 failed = true;
+                                continue;
+                        }
+                        /* Nothing moves it in this boot: waiting would be forever. */
+                        if (strcmp(jstr(m, "state") ?: "", merge_state_to_string(MERGE_PENDING)) == 0) {
+                                pending = true;
                                 continue;
                         }
                         merging = true;
@@ -646,6 +651,12 @@ static int verb_wait(int argc, char *argv[]) {
                                 fputc('\n', stderr);
                         log_error("a merge failed: the snapshot became invalid; see 'rollbackctl status'");
                         return EXIT_INVALID_SNAPSHOT;
+                }
+                if (!merging && pending) {
+                        if (drawn)
+                                fputc('\n', stderr);
+                        log_error("a merge is recorded but not loaded: it goes on at the next boot");
+                        return EXIT_BUSY;
                 }
                 if (!merging)
                         break;

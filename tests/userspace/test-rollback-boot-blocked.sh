@@ -103,5 +103,20 @@ must rollback-boot
 uses_target vg0-root rollback-merge && fail "the given-up merge was resumed over the new writes"
 must mount /dev/mapper/vg0-root /mnt
 grep -q "rd.rollback=0" /mnt/unmerged || fail "the write of the boot without rollback is lost"
+
+step "a merge recorded but not loaded (cut off as it finished): wait says so, it does not wait forever"
+must $ctl delete post
+must $ctl snapshot --name third vg0-root
+dd if=/dev/urandom of=/mnt/usr/lib/big bs=1M count=6 conv=notrunc 2>/dev/null
 umount /mnt
+must $ctl revert third --now
+must dmsetup message vg0-root 0 merge_throttle 500
+must dmsetup suspend vg0-root
+must dmsetup reload vg0-root --table "0 $(sectors /dev/mapper/vg0-root) rollback-origin /dev/mapper/rollback-vg0-root-real"
+must dmsetup resume vg0-root
+timeout 60 $ctl wait 2> /tmp/err
+rc=$?
+cat /tmp/err
+[ $rc = 4 ] || fail "wait exited $rc, not 4"
+grep -q "next boot" /tmp/err || fail "wait does not say the merge goes on at the next boot"
 pass

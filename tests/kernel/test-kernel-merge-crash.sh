@@ -79,6 +79,7 @@ start)
         ;;
 finish)
         read -r want_o want_s2 initial < /dev/vdd
+        [ -n "$initial" ] || fail "the start saved no sums"
         size=$(sectors /dev/vda)
         must dmsetup create o-real --table "0 $size linear /dev/vda 0"
         # s2 tracks the origin before the merge writes to it.

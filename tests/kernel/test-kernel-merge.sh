@@ -19,25 +19,32 @@ inactive_left() {
         echo $((${st%%/*} - $(echo "$st" | cut -d' ' -f2)))
 }
 
-# slow_cow IMPL: upstream has no throttle: its merge's COW becomes cowd,
-# vdb with 50 ms on every write (each merge step commits one).
+# make_cowd IMPL: the merge's COW becomes cowd, over vdb; for upstream,
+# which has no throttle, with 50 ms on every write (each merge step
+# commits one).
 cow=/dev/vdb
-slow_cow() {
-        cow=/dev/vdb
-        [ "$1" = upstream ] || return 0
-        must dmsetup create cowd --table "0 $(sectors /dev/vdb) delay /dev/vdb 0 0 /dev/vdb 0 50"
+make_cowd() {
+        local delay=0
+        [ "$1" = upstream ] && delay=50
+        must dmsetup create cowd --table "0 $(sectors /dev/vdb) delay /dev/vdb 0 0 /dev/vdb 0 $delay"
         cow=/dev/mapper/cowd
 }
 
-# start_merge IMPL CHUNK: o becomes a merge of the COW ($cow, vdb); initial
-# is what it has to merge, read before it can start.
+# start_merge IMPL CHUNK [KIB/S]: o becomes a merge of the COW ($cow, vdb);
+# initial is what it has to merge, read before it can start.  A throttle
+# is set while the COW (cowd) is held suspended: no batch runs at full speed.
 start_merge() {
         local size
         size=$(sectors /dev/mapper/o-real)
         must dmsetup suspend o
         must dmsetup reload o --table "0 $size $(merge_target "$1") /dev/mapper/o-real $cow P $2"
         initial=$(inactive_left o) || fail "$1: no merge loaded"
+        [ -n "${3:-}" ] && must dmsetup suspend cowd
         must dmsetup resume o
+        if [ -n "${3:-}" ]; then
+                must dmsetup message o 0 merge_throttle "$3"
+                must dmsetup resume cowd
+        fi
         echo "$1: $initial sectors to merge"
 }
 
@@ -97,21 +104,20 @@ merge_and_check() {
         prepare "$1" "$3" "$4"
         reload_as "$2" "$3"
         cp /tmp/model-s1 /tmp/model-merge
-        cow=/dev/vdb
-        [ -n "${5:-}" ] || slow_cow "$2"
-        start_merge "$2" "$3"
         if [ -n "${5:-}" ]; then
+                start_merge "$2" "$3"
                 [ "$2" = rollback ] && must dmsetup message o 0 merge_throttle 300
                 falls_below o "$initial"
                 must dmsetup suspend o
                 still_merging o "at the switch"
                 reload_as "$finish" "$3"
-                slow_cow "$finish"
-                start_merge "$finish" "$3"
         fi
-        # Ours merges a batch at once, then one every 12.8 s; upstream a
-        # few chunks every 100 ms: the I/O below runs half way through.
-        [ "$finish" = rollback ] && must dmsetup message o 0 merge_throttle $(($3 * 10))
+        # Ours merges a batch every 12.8 s, upstream a few chunks every
+        # 100 ms: the I/O below runs half way through.
+        make_cowd "$finish"
+        rate=
+        [ "$finish" = rollback ] && rate=$(($3 * 10))
+        start_merge "$finish" "$3" $rate
         falls_below o "$initial"
         still_merging o "before the I/O"
         snapshot_status o
@@ -212,7 +218,8 @@ still_merging o "at the stop"
 stop=$left
 snapshot_status o | grep -q " stopped$" || fail "not stopped when suspended: $(snapshot_status o)"
 sleep 1
-[ "$(merge_left o)" = "$stop" ] || fail "merged while suspended"
+left=$(merge_left o) || fail "no merge while suspended: $(snapshot_status o)"
+[ "$left" = "$stop" ] || fail "merged while suspended"
 must dmsetup resume o
 snapshot_status o | grep -q " running$" || fail "not running after resume: $(snapshot_status o)"
 # Two more batches, each committed while there is still more to merge.

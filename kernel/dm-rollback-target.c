@@ -1229,8 +1229,12 @@ static void merge_throttle(struct rb_snapshot *s, unsigned int n, u64 start)
 	if (!rate)
 		return;
 	want_ns = div_u64(kib * NSEC_PER_SEC, rate);
-	if (want_ns > took_ns)
-		msleep(div_u64(want_ns - took_ns, NSEC_PER_MSEC));
+	if (want_ns <= took_ns)
+		return;
+	/* A slow rate must not hold up a suspend or removal, nor a new rate. */
+	wait_event_timeout(s->merge_wait,
+			   READ_ONCE(s->merge_stop) || READ_ONCE(s->throttle_kbs) != rate,
+			   nsecs_to_jiffies(want_ns - took_ns));
 }
 
 static void merge_stopped(struct rb_snapshot *s, enum rb_merge_state state)
@@ -1356,13 +1360,18 @@ static void merge_start(struct rb_snapshot *s)
 	mutex_unlock(&s->lock);
 }
 
-/* Stops after the batch in flight is committed. */
+/*
+ * Stops after the batch in flight is committed.  The worker touches s after
+ * it clears merge_running (the wake-up): flush it before s can be freed.
+ */
 static void merge_stop(struct rb_snapshot *s)
 {
 	mutex_lock(&s->lock);
 	s->merge_stop = true;
 	mutex_unlock(&s->lock);
+	wake_up_all(&s->merge_wait);
 	wait_event(s->merge_wait, !READ_ONCE(s->merge_running));
+	flush_work(&s->merge_work);
 }
 
 /*
@@ -1498,6 +1507,7 @@ static int merge_message(struct dm_target *ti, unsigned int argc, char **argv,
 			return -EINVAL;
 		}
 		WRITE_ONCE(s->throttle_kbs, rate);
+		wake_up_all(&s->merge_wait);
 		return 0;
 	}
 	DMERR("Unrecognised message '%s'", argc ? argv[0] : "");
@@ -1635,7 +1645,7 @@ static struct target_type snapshot_target = {
 
 static struct target_type merge_target = {
 	.name = "rollback-merge",
-	.version = {1, 0, 0},
+	.version = {1, 1, 0},
 	.module = THIS_MODULE,
 	.ctr = merge_ctr,
 	.dtr = merge_dtr,

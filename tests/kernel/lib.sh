@@ -79,12 +79,17 @@ merge_target() {
         case $1 in rollback) echo rollback-merge ;; upstream) echo snapshot-merge ;; esac
 }
 
-# merge_left DEV: sectors of a merging DEV still to merge (alloc - metadata).
-# Fails, saying why on stderr, unless the status is a merge's numbers: an
-# "Invalid", "Merge failed" or empty status is not "nothing left".
+# merge_left [--inactive] DEV: sectors of a merging DEV (or of its loaded,
+# not yet resumed table) still to merge (alloc - metadata).  Fails, saying
+# why on stderr, unless the status is a merge's numbers: an "Invalid",
+# "Merge failed" or empty status is not "nothing left".
 merge_left() {
-        local st alloc meta
-        st=$(snapshot_status "$1")
+        local st alloc meta inactive=
+        if [ "$1" = --inactive ]; then
+                inactive=--inactive
+                shift
+        fi
+        st=$(dmsetup status $inactive "$1" | cut -d' ' -f4-)
         case $st in
         [0-9]*/[0-9]*\ [0-9]*) ;;
         *) echo "merge_left: $1 has status '$st'" >&2; return 1 ;;

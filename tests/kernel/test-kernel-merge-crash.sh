@@ -14,17 +14,6 @@
 
 sums_save() { printf '%s %s %s\n' "$1" "$2" "$3" | dd of=/dev/vdd conv=fsync 2>/dev/null; }
 
-# inactive_left DEV: merge_left of DEV's loaded, not yet resumed table.
-inactive_left() {
-        local st
-        st=$(dmsetup status --inactive "$1" | cut -d' ' -f4-)
-        case $st in
-        [0-9]*/[0-9]*\ [0-9]*) ;;
-        *) echo "inactive_left: $1 has status '$st'" >&2; return 1 ;;
-        esac
-        echo $((${st%%/*} - $(echo "$st" | cut -d' ' -f2)))
-}
-
 case $1 in
 start)
         must rbio fill /dev/vda 5
@@ -55,7 +44,7 @@ start)
                 must dmsetup resume o-real
         fi
         must dmsetup reload o --table "0 $size rollback-merge /dev/mapper/o-real $cow P 8"
-        initial=$(inactive_left o) || fail "no merge loaded"
+        initial=$(merge_left --inactive o) || fail "no merge loaded"
         sums_save "$want_o" "$want_s2" "$initial"
         must dmsetup resume o
         # A batch of 1 MiB a second, most of it asleep.
@@ -87,7 +76,7 @@ finish)
         must dmsetup create s2 --table "0 $size rollback-snap /dev/mapper/o-real /dev/vdc P 8"
         must dmsetup reload o --table "0 $size rollback-merge /dev/mapper/o-real /dev/vdb P 8"
         # What the cut left, read before the merge can go on.
-        left=$(inactive_left o) || fail "no merge to finish"
+        left=$(merge_left --inactive o) || fail "no merge to finish"
         [ "$left" -gt 0 ] || fail "the merge was done before the power cut: nothing to test"
         [ "$left" -le "$initial" ] || fail "more to merge than at the start: $left > $initial"
         echo "after the power cut: $left of $initial sectors left"

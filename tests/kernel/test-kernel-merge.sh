@@ -8,17 +8,6 @@
 # Disks: vda origin (32M), vdb the merging COW, vdc another snapshot's COW.
 . ./lib.sh
 
-# inactive_left DEV: merge_left of DEV's loaded, not yet resumed table.
-inactive_left() {
-        local st
-        st=$(dmsetup status --inactive "$1" | cut -d' ' -f4-)
-        case $st in
-        [0-9]*/[0-9]*\ [0-9]*) ;;
-        *) echo "inactive_left: $1 has status '$st'" >&2; return 1 ;;
-        esac
-        echo $((${st%%/*} - $(echo "$st" | cut -d' ' -f2)))
-}
-
 # make_cowd IMPL: the merge's COW becomes cowd, over vdb; for upstream,
 # which has no throttle, with 50 ms on every write (each merge step
 # commits one).
@@ -38,7 +27,7 @@ start_merge() {
         size=$(sectors /dev/mapper/o-real)
         must dmsetup suspend o
         must dmsetup reload o --table "0 $size $(merge_target "$1") /dev/mapper/o-real $cow P $2"
-        initial=$(inactive_left o) || fail "$1: no merge loaded"
+        initial=$(merge_left --inactive o) || fail "$1: no merge loaded"
         [ -n "${3:-}" ] && must dmsetup suspend cowd
         must dmsetup resume o
         if [ -n "${3:-}" ]; then
@@ -236,6 +225,30 @@ while ! snapshot_status o | grep -q " 0 stopped$"; do
         [ $i -lt 50 ] || fail "end state: $(snapshot_status o)"
         sleep 0.1
 done
+must rbio cmp /dev/mapper/o /tmp/model-merge
+must rbio cmp /dev/mapper/s2 /tmp/model-s2
+remove_all
+
+step "a slow throttle holds up neither a suspend nor a new rate"
+prepare rollback 8 100
+reload_as rollback 8
+cp /tmp/model-s1 /tmp/model-merge
+start_merge rollback 8
+# 1 KiB/s: after a batch of 256 chunks the merge would sleep 17 minutes.
+must dmsetup message o 0 merge_throttle 1
+falls_below o "$initial"
+sleep 1
+t0=$(date +%s)
+timeout 60 dmsetup suspend o || fail "suspend waited out the throttle"
+[ $(($(date +%s) - t0)) -le 10 ] || fail "suspend took $(($(date +%s) - t0)) s"
+still_merging o "when suspended in the throttle's sleep"
+must dmsetup resume o
+falls_below o "$left"
+sleep 1
+t0=$(date +%s)
+must dmsetup message o 0 merge_throttle 0
+wait_merged o
+[ $(($(date +%s) - t0)) -le 60 ] || fail "the new rate waited for the old sleep"
 must rbio cmp /dev/mapper/o /tmp/model-merge
 must rbio cmp /dev/mapper/s2 /tmp/model-s2
 remove_all

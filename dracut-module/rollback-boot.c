@@ -6,19 +6,85 @@
  * merge was running, starts the merge, so that root is mounted from the
  * merging device.  It logs what it did to the kernel log.
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "dm.h"
 
 #include "log.h"
 #include "macro.h"
 #include "rollback.h"
 #include "tables.h"
 
+/*
+ * At shutdown systemd-shutdown removes every device-mapper device that is
+ * neither open nor under "/", so our snapshot devices went before the root
+ * file system's last writes (its final unmount, in the initramfs), which
+ * then reached the origin untracked.  A process whose argv[0] starts with
+ * '@' is spared by systemd-shutdown: it keeps the snapshot devices open
+ * until the initramfs kills it right before unmounting root, and the
+ * snapshots see every write.
+ */
+static int hold_snapshots(char *argv0) {
+        struct dirent *de;
+        unsigned n = 0;
+        DIR *d;
+
+        d = opendir("/sys/block");
+        if (!d)
+                return log_error_errno(-errno, "cannot list block devices: %m");
+        while ((de = readdir(d))) {
+                char path[PATH_MAX], uuid[160] = "";
+                FILE *f;
+
+                if (strncmp(de->d_name, "dm-", 3) != 0)
+                        continue;
+                snprintf(path, sizeof(path), "/sys/block/%s/dm/uuid", de->d_name);
+                f = fopen(path, "re");
+                if (!f)
+                        continue;
+                if (!fgets(uuid, sizeof(uuid), f))
+                        uuid[0] = 0;
+                fclose(f);
+                if (strncmp(uuid, RB_DM_UUID_PREFIX "SNAP-", strlen(RB_DM_UUID_PREFIX "SNAP-")) != 0)
+                        continue;
+                snprintf(path, sizeof(path), "/dev/%s", de->d_name);
+                /* Left open on purpose: that is the hold. */
+                if (open(path, O_RDONLY) >= 0)
+                        n++;
+                else
+                        log_warning_errno(-errno, "cannot hold %s open: %m", path);
+        }
+        closedir(d);
+        if (n == 0)
+                return 0;
+        switch (fork()) {
+        case -1:
+                return log_error_errno(-errno, "cannot fork the holder: %m");
+        case 0:
+                (void) setsid();
+                for (int fd = 0; fd < 3; fd++)
+                        (void) close(fd);
+                argv0[0] = '@';
+                for (;;)
+                        pause();
+        default:
+                log_info("holding %u snapshot device(s) until root is unmounted", n);
+                return 0;
+        }
+}
+
 int main(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument,       NULL, 'h' },
                 { "pool", required_argument, NULL, 'p' },
+                { "hold", no_argument,       NULL, 'H' },
                 {}
         };
         _cleanup_pool_ struct pool *p = NULL;
@@ -33,13 +99,18 @@ int main(int argc, char *argv[]) {
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
-                        printf("Usage: rollback-boot [--pool DEVICE|UUID=UUID]\n\n"
+                        printf("Usage: rollback-boot [--pool DEVICE|UUID=UUID]\n"
+                               "       rollback-boot --hold\n\n"
                                "Re-arms rollback's snapshots and starts a pending merge, before root is mounted.\n"
+                               "--hold (at shutdown) keeps the snapshot devices open until root is unmounted.\n"
                                "The pool is the one recorded in " RB_POOL_ID_PATH " unless --pool says otherwise.\n");
                         return 0;
                 case 'p':
                         pool = optarg;
                         break;
+                case 'H':
+                        log_set_program("rollback-hold");
+                        return hold_snapshots(argv[0]) < 0 ? 1 : 0;
                 default:
                         return 2;
                 }

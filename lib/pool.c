@@ -247,17 +247,28 @@ int pool_format(int fd, uint64_t size, uint64_t extent_sectors, const struct poo
         return 0;
 }
 
+/* -ENOMEDIUM without the magic, -EBADMSG when the CRC fails. */
+static int read_header_disk(int fd, struct pool_header_disk *h) {
+        int r;
+
+        r = pread_full(fd, h, sizeof(*h), 0);
+        if (r < 0)
+                return r == -EIO ? -ENOMEDIUM : r;
+        if (memcmp(h->magic, POOL_MAGIC, 8) != 0)
+                return -ENOMEDIUM;
+        if (le32toh(h->crc) != crc32_le(0, h, offsetof(struct pool_header_disk, crc)))
+                return -EBADMSG;
+        return 0;
+}
+
 static int read_header(int fd, uint64_t device_bytes, struct pool_geometry *g) {
         struct pool_header_disk h;
         int r;
 
-        r = pread_full(fd, &h, sizeof(h), 0);
+        r = read_header_disk(fd, &h);
         if (r < 0)
-                return r == -EIO ? -ENOMEDIUM : r;
-        if (memcmp(h.magic, POOL_MAGIC, 8) != 0)
-                return -ENOMEDIUM;
-        if (le32toh(h.crc) != crc32_le(0, &h, offsetof(struct pool_header_disk, crc)) ||
-            le32toh(h.version) != 1)
+                return r;
+        if (le32toh(h.version) != 1)
                 return -EBADMSG;
         if (le32toh(h.header_size) != POOL_HEADER_SIZE)
                 return -EUCLEAN;
@@ -288,13 +299,9 @@ int pool_probe(int fd, uint8_t ret_uuid[16]) {
         struct pool_header_disk h;
         int r;
 
-        r = pread_full(fd, &h, sizeof(h), 0);
+        r = read_header_disk(fd, &h);
         if (r < 0)
-                return r == -EIO ? -ENOMEDIUM : r;
-        if (memcmp(h.magic, POOL_MAGIC, 8) != 0)
-                return -ENOMEDIUM;
-        if (le32toh(h.crc) != crc32_le(0, &h, offsetof(struct pool_header_disk, crc)))
-                return -EBADMSG;
+                return r;
         memcpy(ret_uuid, h.uuid, 16);
         return 0;
 }

@@ -131,10 +131,25 @@ int rb_device_signature(int fd, char **ret_type) {
         return r < 0 ? -EIO : 0;
 }
 
-/* A block device that may hold a pool: not a loop, CD, RAM disk or one of our own. */
+/* A suspended dm device blocks every read until it is resumed: reading it would hang us. */
+static bool is_suspended_dm(const char *kname) {
+        char path[PATH_MAX];
+        int c = '0';
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/sys/class/block/%s/dm/suspended", kname);
+        f = fopen(path, "re");
+        if (!f)
+                return false;
+        c = fgetc(f);
+        fclose(f);
+        return c == '1';
+}
+
+/* A block device that may hold a pool: not a loop, CD, RAM disk, one of our own or a suspended one. */
 static bool pool_candidate(const char *kname) {
         return kname[0] != '.' && strncmp(kname, "loop", 4) != 0 && strncmp(kname, "sr", 2) != 0 &&
-               strncmp(kname, "ram", 3) != 0 && !is_our_device(kname);
+               strncmp(kname, "ram", 3) != 0 && !is_our_device(kname) && !is_suspended_dm(kname);
 }
 
 int rb_pool_find(const uint8_t *want, char **ret_path, unsigned *ret_foreign) {

@@ -51,6 +51,13 @@ dmsetup table vg0-root | grep -q " linear " || fail "the foreign revert was load
 must mount /dev/mapper/vg0-root /mnt
 must $ctl snapshot --name ours vg0-root
 
+step "a suspended device elsewhere does not hang the search for the pool"
+must dmsetup create held --table "0 2048 linear /dev/mapper/vg0-fs 0"
+must dmsetup suspend held
+timeout 30 $ctl list > /dev/null || fail "rollbackctl hung on a suspended device"
+must dmsetup resume held
+must dmsetup remove held
+
 step "--pool UUID= picks a pool by its identity"
 [ "$($ctl --pool "UUID=$foreign" --json list | json_field name)" = foreign ] || fail "--pool UUID= of the foreign pool"
 expect_rc 3 $ctl --pool UUID=00000000-0000-0000-0000-000000000000 list

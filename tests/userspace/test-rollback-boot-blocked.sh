@@ -75,7 +75,8 @@ must rollback-boot
 uses_target vg0-root rollback-merge || fail "the merge was not loaded again"
 uses_target rollback-post rollback-snap || fail "post is not armed: it was invalidated"
 left2=$(merge_left vg0-root) || fail "no merge"
-[ "$left2" -le "$left" ] || fail "the merge started over: $left2 sectors left, $left before"
+# One chunk of slack: the count rises by one while a batch is prepared.
+[ "$left2" -le $((left + 8)) ] || fail "the merge started over: $left2 sectors left, $left before"
 must dmsetup message vg0-root 0 merge_throttle 0
 must $ctl wait --timeout 300
 must mount /dev/mapper/vg0-root /mnt

@@ -27,23 +27,23 @@
 
 #define DM_MSG_PREFIX "rollback-store"
 
-#define RB_DISK_MAGIC		0x70416e53	/* "SnAp" */
-#define RB_DISK_VERSION		1
-#define RB_HEADER_CHUNKS	1
+#define DMRB_DISK_MAGIC		0x70416e53	/* "SnAp" */
+#define DMRB_DISK_VERSION		1
+#define DMRB_HEADER_CHUNKS	1
 
-struct rb_disk_header {
+struct dmrb_disk_header {
 	__le32 magic;
 	__le32 valid;
 	__le32 version;
 	__le32 chunk_size;
 } __packed;
 
-struct rb_disk_exception {
+struct dmrb_disk_exception {
 	__le64 old_chunk;
 	__le64 new_chunk;
 } __packed;
 
-struct rb_pstore {
+struct dmrb_pstore {
 	struct dm_io_client *io_client;
 	void *area;		/* in-core copy of the current area */
 	void *zero_area;
@@ -51,11 +51,11 @@ struct rb_pstore {
 	u32 entries_per_area;
 	u64 current_area;
 	u32 area_used;		/* entries recorded in the current area */
-	rb_chunk_t next_free;
+	dmrb_chunk_t next_free;
 	bool valid;
 };
 
-static sector_t cow_sectors(struct rb_store *store)
+static sector_t cow_sectors(struct dmrb_store *store)
 {
 	return bdev_nr_sectors(store->cow->bdev);
 }
@@ -65,12 +65,12 @@ static sector_t cow_sectors(struct rb_store *store)
  * given (then called from interrupt context).  count 0 with REQ_PREFLUSH
  * is an empty flush.
  */
-static int pstore_submit(struct rb_store *store, void *buf, rb_chunk_t chunk,
+static int pstore_submit(struct dmrb_store *store, void *buf, dmrb_chunk_t chunk,
 			 sector_t count, blk_opf_t opf,
 			 void (*done)(unsigned long error, void *context),
 			 void *context)
 {
-	struct rb_pstore *ps = store->context;
+	struct dmrb_pstore *ps = store->context;
 	struct dm_io_region where = {
 		.bdev = store->cow->bdev,
 		.sector = chunk << store->chunk_shift,
@@ -88,28 +88,28 @@ static int pstore_submit(struct rb_store *store, void *buf, rb_chunk_t chunk,
 	return dm_io(&req, 1, &where, NULL, IOPRIO_DEFAULT);
 }
 
-static int pstore_io(struct rb_store *store, void *buf, rb_chunk_t chunk,
+static int pstore_io(struct dmrb_store *store, void *buf, dmrb_chunk_t chunk,
 		     blk_opf_t opf)
 {
 	return pstore_submit(store, buf, chunk, store->chunk_sectors, opf,
 			     NULL, NULL);
 }
 
-static rb_chunk_t area_chunk(struct rb_pstore *ps, u64 area)
+static dmrb_chunk_t area_chunk(struct dmrb_pstore *ps, u64 area)
 {
-	return RB_HEADER_CHUNKS + area * (ps->entries_per_area + 1);
+	return DMRB_HEADER_CHUNKS + area * (ps->entries_per_area + 1);
 }
 
 /* Data chunks never land on a metadata area. */
-static void skip_area_chunk(struct rb_pstore *ps)
+static void skip_area_chunk(struct dmrb_pstore *ps)
 {
 	u64 pos = ps->next_free;
 
-	if (do_div(pos, ps->entries_per_area + 1) == RB_HEADER_CHUNKS)
+	if (do_div(pos, ps->entries_per_area + 1) == DMRB_HEADER_CHUNKS)
 		ps->next_free++;
 }
 
-static void free_areas(struct rb_pstore *ps)
+static void free_areas(struct dmrb_pstore *ps)
 {
 	vfree(ps->area);
 	vfree(ps->zero_area);
@@ -119,9 +119,9 @@ static void free_areas(struct rb_pstore *ps)
 	ps->header_area = NULL;
 }
 
-static int alloc_areas(struct rb_store *store)
+static int alloc_areas(struct dmrb_store *store)
 {
-	struct rb_pstore *ps = store->context;
+	struct dmrb_pstore *ps = store->context;
 	size_t len = (size_t)store->chunk_sectors << SECTOR_SHIFT;
 
 	ps->area = vzalloc(len);
@@ -131,13 +131,13 @@ static int alloc_areas(struct rb_store *store)
 		free_areas(ps);
 		return -ENOMEM;
 	}
-	ps->entries_per_area = len / sizeof(struct rb_disk_exception);
+	ps->entries_per_area = len / sizeof(struct dmrb_disk_exception);
 	return 0;
 }
 
-static int pstore_create(struct rb_store *store)
+static int pstore_create(struct dmrb_store *store)
 {
-	struct rb_pstore *ps;
+	struct dmrb_pstore *ps;
 
 	ps = kzalloc(sizeof(*ps), GFP_KERNEL);
 	if (!ps)
@@ -152,13 +152,13 @@ static int pstore_create(struct rb_store *store)
 	}
 	store->context = ps;
 	ps->valid = true;
-	ps->next_free = RB_HEADER_CHUNKS + 1;
+	ps->next_free = DMRB_HEADER_CHUNKS + 1;
 	return 0;
 }
 
-static void pstore_destroy(struct rb_store *store)
+static void pstore_destroy(struct dmrb_store *store)
 {
-	struct rb_pstore *ps = store->context;
+	struct dmrb_pstore *ps = store->context;
 
 	if (!ps)
 		return;
@@ -168,15 +168,15 @@ static void pstore_destroy(struct rb_store *store)
 	store->context = NULL;
 }
 
-static int write_header(struct rb_store *store)
+static int write_header(struct dmrb_store *store)
 {
-	struct rb_pstore *ps = store->context;
-	struct rb_disk_header *dh = ps->header_area;
+	struct dmrb_pstore *ps = store->context;
+	struct dmrb_disk_header *dh = ps->header_area;
 
 	memset(ps->header_area, 0, (size_t)store->chunk_sectors << SECTOR_SHIFT);
-	dh->magic = cpu_to_le32(RB_DISK_MAGIC);
+	dh->magic = cpu_to_le32(DMRB_DISK_MAGIC);
 	dh->valid = cpu_to_le32(ps->valid ? 1 : 0);
-	dh->version = cpu_to_le32(RB_DISK_VERSION);
+	dh->version = cpu_to_le32(DMRB_DISK_VERSION);
 	dh->chunk_size = cpu_to_le32(store->chunk_sectors);
 
 	return pstore_io(store, ps->header_area, 0,
@@ -187,10 +187,10 @@ static int write_header(struct rb_store *store)
  * Reads the header with a chunk-sized buffer of the table's chunk size;
  * the header fits in the first sector whatever the chunk size is.
  */
-static int read_header(struct rb_store *store, bool *fresh, char **error)
+static int read_header(struct dmrb_store *store, bool *fresh, char **error)
 {
-	struct rb_pstore *ps = store->context;
-	struct rb_disk_header *dh;
+	struct dmrb_pstore *ps = store->context;
+	struct dmrb_disk_header *dh;
 	unsigned int disk_chunk;
 	int r;
 
@@ -211,11 +211,11 @@ static int read_header(struct rb_store *store, bool *fresh, char **error)
 		*fresh = true;
 		return 0;
 	}
-	if (le32_to_cpu(dh->magic) != RB_DISK_MAGIC) {
+	if (le32_to_cpu(dh->magic) != DMRB_DISK_MAGIC) {
 		*error = "COW has a wrong magic number";
 		return -EINVAL;
 	}
-	if (le32_to_cpu(dh->version) != RB_DISK_VERSION) {
+	if (le32_to_cpu(dh->version) != DMRB_DISK_VERSION) {
 		*error = "COW has an unsupported version";
 		return -EINVAL;
 	}
@@ -248,10 +248,10 @@ static int read_header(struct rb_store *store, bool *fresh, char **error)
  * Walks the areas while they are full; the first one that is not full is
  * the current one and stays in core.
  */
-static int read_areas(struct rb_store *store, rb_add_exception_fn add,
+static int read_areas(struct dmrb_store *store, dmrb_add_exception_fn add,
 		      void *context, char **error)
 {
-	struct rb_pstore *ps = store->context;
+	struct dmrb_pstore *ps = store->context;
 	size_t len = (size_t)store->chunk_sectors << SECTOR_SHIFT;
 	sector_t size = cow_sectors(store);
 	u64 area;
@@ -259,7 +259,7 @@ static int read_areas(struct rb_store *store, rb_add_exception_fn add,
 	int r;
 
 	for (area = 0;; area++) {
-		struct rb_disk_exception *de = ps->area;
+		struct dmrb_disk_exception *de = ps->area;
 
 		if ((area_chunk(ps, area) + 1) << store->chunk_shift > size) {
 			*error = "COW metadata runs past the end of the device";
@@ -272,8 +272,8 @@ static int read_areas(struct rb_store *store, rb_add_exception_fn add,
 		}
 
 		for (i = 0; i < ps->entries_per_area; i++) {
-			rb_chunk_t old_chunk = le64_to_cpu(de[i].old_chunk);
-			rb_chunk_t new_chunk = le64_to_cpu(de[i].new_chunk);
+			dmrb_chunk_t old_chunk = le64_to_cpu(de[i].old_chunk);
+			dmrb_chunk_t new_chunk = le64_to_cpu(de[i].new_chunk);
 
 			if (!new_chunk)
 				break;
@@ -298,16 +298,16 @@ static int read_areas(struct rb_store *store, rb_add_exception_fn add,
 	}
 
 	/* Entries past the end of the list must read back as zero. */
-	memset((struct rb_disk_exception *)ps->area + ps->area_used, 0,
-	       len - ps->area_used * sizeof(struct rb_disk_exception));
+	memset((struct dmrb_disk_exception *)ps->area + ps->area_used, 0,
+	       len - ps->area_used * sizeof(struct dmrb_disk_exception));
 	skip_area_chunk(ps);
 	return 0;
 }
 
-static int pstore_read_metadata(struct rb_store *store, rb_add_exception_fn add,
+static int pstore_read_metadata(struct dmrb_store *store, dmrb_add_exception_fn add,
 				void *context, char **error)
 {
-	struct rb_pstore *ps = store->context;
+	struct dmrb_pstore *ps = store->context;
 	bool fresh = false;
 	int r;
 
@@ -332,9 +332,9 @@ static int pstore_read_metadata(struct rb_store *store, rb_add_exception_fn add,
 	return read_areas(store, add, context, error);
 }
 
-static int pstore_allocate(struct rb_store *store, rb_chunk_t *new_chunk)
+static int pstore_allocate(struct dmrb_store *store, dmrb_chunk_t *new_chunk)
 {
-	struct rb_pstore *ps = store->context;
+	struct dmrb_pstore *ps = store->context;
 
 	if ((ps->next_free + 1) << store->chunk_shift > cow_sectors(store))
 		return -ENOSPC;
@@ -344,14 +344,14 @@ static int pstore_allocate(struct rb_store *store, rb_chunk_t *new_chunk)
 	return 0;
 }
 
-#define RB_AREA_WRITE (REQ_OP_WRITE | REQ_PREFLUSH | REQ_FUA | REQ_SYNC)
+#define DMRB_AREA_WRITE (REQ_OP_WRITE | REQ_PREFLUSH | REQ_FUA | REQ_SYNC)
 
-static int write_area(struct rb_store *store)
+static int write_area(struct dmrb_store *store)
 {
-	struct rb_pstore *ps = store->context;
+	struct dmrb_pstore *ps = store->context;
 
 	return pstore_io(store, ps->area, area_chunk(ps, ps->current_area),
-			 RB_AREA_WRITE);
+			 DMRB_AREA_WRITE);
 }
 
 /*
@@ -360,11 +360,11 @@ static int write_area(struct rb_store *store)
  * point at it.  An area that fills up is written here; the last,
  * partial one is left for write_metadata.
  */
-static int pstore_stage(struct rb_store *store, struct list_head *batch)
+static int pstore_stage(struct dmrb_store *store, struct list_head *batch)
 {
-	struct rb_pstore *ps = store->context;
-	struct rb_disk_exception *de = ps->area;
-	struct rb_commit *c;
+	struct dmrb_pstore *ps = store->context;
+	struct dmrb_disk_exception *de = ps->area;
+	struct dmrb_commit *c;
 	bool dirty = false;
 	int r;
 
@@ -400,11 +400,11 @@ fail:
 	return r;
 }
 
-static void pstore_write_metadata(struct rb_store *store, bool data_flush,
+static void pstore_write_metadata(struct dmrb_store *store, bool data_flush,
 				  void (*done)(unsigned long error, void *context),
 				  void *context)
 {
-	struct rb_pstore *ps = store->context;
+	struct dmrb_pstore *ps = store->context;
 	int r;
 
 	if (data_flush)
@@ -423,11 +423,11 @@ static void pstore_write_metadata(struct rb_store *store, bool data_flush,
  * time: the removed entries are zeroed, so the list still ends at the
  * first zero entry and either implementation can go on from here.
  */
-static int pstore_prepare_merge(struct rb_store *store,
-				struct rb_merge_entry *entries, unsigned int max)
+static int pstore_prepare_merge(struct dmrb_store *store,
+				struct dmrb_merge_entry *entries, unsigned int max)
 {
-	struct rb_pstore *ps = store->context;
-	struct rb_disk_exception *de = ps->area;
+	struct dmrb_pstore *ps = store->context;
+	struct dmrb_disk_exception *de = ps->area;
 	unsigned int i, n;
 	int r;
 
@@ -452,15 +452,15 @@ static int pstore_prepare_merge(struct rb_store *store,
 	return n;
 }
 
-static int pstore_commit_merge(struct rb_store *store, unsigned int n)
+static int pstore_commit_merge(struct dmrb_store *store, unsigned int n)
 {
-	struct rb_pstore *ps = store->context;
+	struct dmrb_pstore *ps = store->context;
 	int r;
 
 	if (WARN_ON(n > ps->area_used))
 		return -EINVAL;
-	memset((struct rb_disk_exception *)ps->area + ps->area_used - n, 0,
-	       n * sizeof(struct rb_disk_exception));
+	memset((struct dmrb_disk_exception *)ps->area + ps->area_used - n, 0,
+	       n * sizeof(struct dmrb_disk_exception));
 	r = write_area(store);
 	if (r) {
 		ps->valid = false;
@@ -472,26 +472,26 @@ static int pstore_commit_merge(struct rb_store *store, unsigned int n)
 	return 0;
 }
 
-static int pstore_invalidate(struct rb_store *store)
+static int pstore_invalidate(struct dmrb_store *store)
 {
-	struct rb_pstore *ps = store->context;
+	struct dmrb_pstore *ps = store->context;
 
 	ps->valid = false;
 	return write_header(store);
 }
 
-static void pstore_usage(struct rb_store *store, sector_t *total,
+static void pstore_usage(struct dmrb_store *store, sector_t *total,
 			 sector_t *allocated, sector_t *metadata)
 {
-	struct rb_pstore *ps = store->context;
+	struct dmrb_pstore *ps = store->context;
 
 	*total = cow_sectors(store);
 	*allocated = ps->next_free << store->chunk_shift;
 	/* The header plus every area up to the current one. */
-	*metadata = (ps->current_area + 1 + RB_HEADER_CHUNKS) << store->chunk_shift;
+	*metadata = (ps->current_area + 1 + DMRB_HEADER_CHUNKS) << store->chunk_shift;
 }
 
-const struct rb_store_ops rb_persistent_store_ops = {
+const struct dmrb_store_ops dmrb_persistent_store_ops = {
 	.type = 'P',
 	.create = pstore_create,
 	.destroy = pstore_destroy,
@@ -506,31 +506,31 @@ const struct rb_store_ops rb_persistent_store_ops = {
 };
 
 /* Transient store: chunks handed out from the start of the COW. */
-struct rb_tstore {
-	rb_chunk_t next_free;
+struct dmrb_tstore {
+	dmrb_chunk_t next_free;
 };
 
-static int tstore_create(struct rb_store *store)
+static int tstore_create(struct dmrb_store *store)
 {
-	store->context = kzalloc(sizeof(struct rb_tstore), GFP_KERNEL);
+	store->context = kzalloc(sizeof(struct dmrb_tstore), GFP_KERNEL);
 	return store->context ? 0 : -ENOMEM;
 }
 
-static void tstore_destroy(struct rb_store *store)
+static void tstore_destroy(struct dmrb_store *store)
 {
 	kfree(store->context);
 	store->context = NULL;
 }
 
-static int tstore_read_metadata(struct rb_store *store, rb_add_exception_fn add,
+static int tstore_read_metadata(struct dmrb_store *store, dmrb_add_exception_fn add,
 				void *context, char **error)
 {
 	return 0;
 }
 
-static int tstore_allocate(struct rb_store *store, rb_chunk_t *new_chunk)
+static int tstore_allocate(struct dmrb_store *store, dmrb_chunk_t *new_chunk)
 {
-	struct rb_tstore *ts = store->context;
+	struct dmrb_tstore *ts = store->context;
 
 	if ((ts->next_free + 1) << store->chunk_shift > cow_sectors(store))
 		return -ENOSPC;
@@ -538,27 +538,27 @@ static int tstore_allocate(struct rb_store *store, rb_chunk_t *new_chunk)
 	return 0;
 }
 
-static int tstore_stage(struct rb_store *store, struct list_head *batch)
+static int tstore_stage(struct dmrb_store *store, struct list_head *batch)
 {
 	return 0;
 }
 
-static int tstore_invalidate(struct rb_store *store)
+static int tstore_invalidate(struct dmrb_store *store)
 {
 	return 0;
 }
 
-static void tstore_usage(struct rb_store *store, sector_t *total,
+static void tstore_usage(struct dmrb_store *store, sector_t *total,
 			 sector_t *allocated, sector_t *metadata)
 {
-	struct rb_tstore *ts = store->context;
+	struct dmrb_tstore *ts = store->context;
 
 	*total = cow_sectors(store);
 	*allocated = ts->next_free << store->chunk_shift;
 	*metadata = 0;
 }
 
-const struct rb_store_ops rb_transient_store_ops = {
+const struct dmrb_store_ops dmrb_transient_store_ops = {
 	.type = 'N',
 	.create = tstore_create,
 	.destroy = tstore_destroy,

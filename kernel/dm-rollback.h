@@ -2,73 +2,82 @@
 /*
  * dm-rollback: copy-on-write snapshots whose changes can be undone.
  *
- * Definitions shared by the targets (dm-rollback-target.c) and the
- * exception stores (dm-rollback-store.c).
+ * Definitions shared by the core (dm-rollback-core.c: exception tables,
+ * origin registry, invalidation, the copy and commit engines), the
+ * snapshot and origin targets (dm-rollback-snap.c), the merge
+ * (dm-rollback-merge.c) and the exception stores (dm-rollback-store.c).
  */
 #ifndef DM_ROLLBACK_H
 #define DM_ROLLBACK_H
 
+#include <linux/bio.h>
+#include <linux/completion.h>
 #include <linux/device-mapper.h>
 #include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/rwsem.h>
+#include <linux/spinlock.h>
 #include <linux/types.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
 
-typedef u64 rb_chunk_t;
+typedef u64 dmrb_chunk_t;
 
-struct rb_snapshot;
+struct dmrb_snapshot;
 
 /*
  * One finished copy waiting to be recorded in the store, in allocation
  * order.
  */
-struct rb_commit {
+struct dmrb_commit {
 	struct list_head list;
-	rb_chunk_t old_chunk;
-	rb_chunk_t new_chunk;
+	dmrb_chunk_t old_chunk;
+	dmrb_chunk_t new_chunk;
 };
 
-struct rb_store_ops;
+struct dmrb_store_ops;
 
 /*
  * An exception store: where a snapshot keeps its copied chunks and the
  * table of which origin chunk lives where.
  */
-struct rb_store {
-	const struct rb_store_ops *ops;
+struct dmrb_store {
+	const struct dmrb_store_ops *ops;
 	struct dm_dev *cow;
 	unsigned int chunk_sectors;
 	unsigned int chunk_shift;
 	void *context;
 };
 
-typedef int (*rb_add_exception_fn)(void *context, rb_chunk_t old_chunk,
-				   rb_chunk_t new_chunk);
+typedef int (*dmrb_add_exception_fn)(void *context, dmrb_chunk_t old_chunk,
+				   dmrb_chunk_t new_chunk);
 
 /* One recorded exception, as a merge takes them back. */
-struct rb_merge_entry {
-	rb_chunk_t old_chunk;
-	rb_chunk_t new_chunk;
+struct dmrb_merge_entry {
+	dmrb_chunk_t old_chunk;
+	dmrb_chunk_t new_chunk;
 };
 
-struct rb_store_ops {
+struct dmrb_store_ops {
 	char type;			/* 'P' or 'N', as in the table */
-	int (*create)(struct rb_store *store);
-	void (*destroy)(struct rb_store *store);
+	int (*create)(struct dmrb_store *store);
+	void (*destroy)(struct dmrb_store *store);
 	/*
 	 * Reads the store from disk, calling add for every recorded
 	 * exception.  Returns 1 if the store says the snapshot is invalid,
 	 * 0 if it is valid, -errno on failure.  May change chunk_sectors to
 	 * the value found on disk.
 	 */
-	int (*read_metadata)(struct rb_store *store, rb_add_exception_fn add,
+	int (*read_metadata)(struct dmrb_store *store, dmrb_add_exception_fn add,
 			     void *context, char **error);
 	/* Hands out the next free COW chunk, or -ENOSPC. */
-	int (*allocate)(struct rb_store *store, rb_chunk_t *new_chunk);
+	int (*allocate)(struct dmrb_store *store, dmrb_chunk_t *new_chunk);
 	/*
-	 * Puts a batch of rb_commit, in list order, into the metadata.
+	 * Puts a batch of dmrb_commit, in list order, into the metadata.
 	 * Returns 1 if write_metadata must follow to make it durable, 0 if
 	 * it already is, -errno on failure.
 	 */
-	int (*stage)(struct rb_store *store, struct list_head *batch);
+	int (*stage)(struct dmrb_store *store, struct list_head *batch);
 	/*
 	 * Makes what stage left in core durable, asynchronously; done is
 	 * called from interrupt context.  First with data_flush set: the
@@ -77,7 +86,7 @@ struct rb_store_ops {
 	 * Splitting the two lets a group of snapshots have all their
 	 * flushes in flight together.
 	 */
-	void (*write_metadata)(struct rb_store *store, bool data_flush,
+	void (*write_metadata)(struct dmrb_store *store, bool data_flush,
 			       void (*done)(unsigned long error, void *context),
 			       void *context);
 	/*
@@ -86,16 +95,174 @@ struct rb_store_ops {
 	 * list, the last one first, and returns how many (0 when none are
 	 * left); commit_merge durably removes the first n of them.
 	 */
-	int (*prepare_merge)(struct rb_store *store, struct rb_merge_entry *entries,
+	int (*prepare_merge)(struct dmrb_store *store, struct dmrb_merge_entry *entries,
 			     unsigned int max);
-	int (*commit_merge)(struct rb_store *store, unsigned int n);
+	int (*commit_merge)(struct dmrb_store *store, unsigned int n);
 	/* Marks the store invalid on disk, for good. */
-	int (*invalidate)(struct rb_store *store);
-	void (*usage)(struct rb_store *store, sector_t *total,
+	int (*invalidate)(struct dmrb_store *store);
+	void (*usage)(struct dmrb_store *store, sector_t *total,
 		      sector_t *allocated, sector_t *metadata);
 };
 
-extern const struct rb_store_ops rb_persistent_store_ops;
-extern const struct rb_store_ops rb_transient_store_ops;
+extern const struct dmrb_store_ops dmrb_persistent_store_ops;
+extern const struct dmrb_store_ops dmrb_transient_store_ops;
+
+/* ---- the core: dm-rollback-core.c ---- */
+
+#define DMRB_TRACKED_BUCKETS	64
+#define DMRB_MERGE_BATCH	256
+
+struct dmrb_exception {
+	struct hlist_node hash;
+	dmrb_chunk_t old_chunk;
+	dmrb_chunk_t new_chunk;
+};
+
+struct dmrb_table {
+	struct hlist_head *buckets;
+	u64 mask;
+};
+
+/* The snapshots of one origin device. */
+struct dmrb_origin {
+	struct list_head list;		/* in the origin registry */
+	dev_t dev;
+	struct list_head snapshots;
+	struct dm_kcopyd_client *kc;
+	unsigned int min_chunk;		/* smallest chunk of its snapshots */
+};
+
+struct dmrb_merge;
+
+/* A rollback-snap, or the snapshot that a rollback-merge takes back. */
+struct dmrb_snapshot {
+	struct dm_target *ti;
+	struct dm_dev *origin_dev;
+	struct dm_dev *cow_dev;
+	struct dmrb_origin *origin;
+	struct list_head origin_list;
+	unsigned int table_chunk;	/* as given in the table */
+	struct dmrb_store store;
+	struct dmrb_merge *merge;	/* a rollback-merge only */
+
+	/* Protects everything below except the tracked reads. */
+	struct mutex lock;
+	bool valid;
+	bool active;
+	bool invalidate_queued;
+	struct dmrb_table complete;
+	struct dmrb_table pending;
+	u64 exception_count;		/* entries in complete */
+	struct list_head commit_queue;	/* dmrb_pending, allocation order */
+	atomic_t pending_count;		/* see release_pending() */
+	struct work_struct invalidate_work;
+
+	/* Serialises commits: the store stages one batch at a time. */
+	struct mutex commit_lock;
+
+	/*
+	 * Snapshot reads sent to the origin and still in flight; for a merge,
+	 * every bio sent to the COW.
+	 */
+	spinlock_t tracked_lock;
+	struct hlist_head tracked[DMRB_TRACKED_BUCKETS];
+
+	/* Its COW was taken over by a merge: I/O fails, origin writes skip it. */
+	bool handed_over;
+};
+
+enum dmrb_merge_state {
+	DMRB_MERGE_STOPPED,
+	DMRB_MERGE_RUNNING,
+	DMRB_MERGE_FAILED,
+};
+
+/* What only a rollback-merge has; allocated by its ctr. */
+struct dmrb_merge {
+	struct dmrb_snapshot *snap;
+	/* A rollback-snap whose COW to take over at resume; under dmrb_origins_lock. */
+	struct dmrb_snapshot *handover_src;
+
+	/* Under snap->lock unless noted. */
+	enum dmrb_merge_state state;
+	bool stop;
+	bool running;
+	wait_queue_head_t wait;
+	struct work_struct work;
+	struct dmrb_merge_entry batch[DMRB_MERGE_BATCH];	/* being merged now */
+	unsigned int batch_n;
+	struct bio_list waiting;	/* bios to the chunks of the batch */
+	unsigned int throttle_kbs;	/* 0: unlimited; read without the lock */
+
+	/* The worker's only. */
+	atomic_t copies;
+	int copy_error;
+	struct completion copied;
+};
+
+/* A chunk being copied from the origin into one snapshot's COW. */
+struct dmrb_pending {
+	struct dmrb_exception e;	/* in snap->pending */
+	struct dmrb_exception *done;	/* goes into snap->complete */
+	struct dmrb_commit commit;
+	struct list_head queue;		/* in snap->commit_queue */
+	struct dmrb_snapshot *snap;
+	struct dmrb_pending *next_copy;	/* other COWs filled by the same read */
+	struct bio_list origin_bios;
+	struct bio_list snap_bios;
+	bool copied;
+	int error;
+};
+
+/* Per-bio data of rollback-snap and rollback-merge. */
+struct dmrb_tracked {
+	struct hlist_node node;
+	dmrb_chunk_t chunk;
+};
+
+extern struct rw_semaphore dmrb_origins_lock;
+extern struct kmem_cache *dmrb_exception_cache;
+extern struct workqueue_struct *dmrb_wq;
+
+int dmrb_table_init(struct dmrb_table *t, sector_t cow_sectors,
+		    unsigned int chunk_shift);
+void dmrb_table_insert(struct dmrb_table *t, struct dmrb_exception *e);
+struct dmrb_exception *dmrb_table_lookup(struct dmrb_table *t, dmrb_chunk_t chunk);
+void dmrb_table_destroy(struct dmrb_table *t, bool free_entries);
+int dmrb_add_recorded_exception(void *context, dmrb_chunk_t old_chunk,
+				dmrb_chunk_t new_chunk);
+
+struct dmrb_origin *dmrb_find_origin(dev_t dev);
+void dmrb_snapshot_init(struct dmrb_snapshot *s);
+int dmrb_register_snapshot(struct dmrb_snapshot *s);
+void dmrb_unregister_snapshot(struct dmrb_snapshot *s);
+void dmrb_invalidate(struct dmrb_snapshot *s, const char *why);
+
+struct dmrb_pending *dmrb_new_pending(struct dmrb_snapshot *s, dmrb_chunk_t chunk);
+void dmrb_start_copy(struct dmrb_origin *o, struct dmrb_pending *chain);
+int dmrb_origin_write(struct dmrb_origin *o, sector_t sector,
+		      unsigned int count, struct bio *bio);
+void dmrb_remap_to_cow(struct dmrb_snapshot *s, struct bio *bio,
+		       dmrb_chunk_t new_chunk);
+void dmrb_track_read(struct dmrb_snapshot *s, struct dmrb_tracked *t,
+		     dmrb_chunk_t chunk);
+void dmrb_wait_for_tracked_reads(struct dmrb_snapshot *s, dmrb_chunk_t chunk);
+
+/* ---- the targets: dm-rollback-snap.c, dm-rollback-merge.c ---- */
+
+int dmrb_snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv,
+		      struct dmrb_merge *merge);
+void dmrb_snapshot_dtr(struct dm_target *ti);
+int dmrb_snapshot_end_io(struct dm_target *ti, struct bio *bio,
+			 blk_status_t *error);
+void dmrb_snapshot_status(struct dm_target *ti, status_type_t type,
+			  unsigned int status_flags, char *result,
+			  unsigned int maxlen);
+int dmrb_snapshot_iterate_devices(struct dm_target *ti,
+				  iterate_devices_callout_fn fn, void *data);
+
+extern struct target_type dmrb_origin_target;
+extern struct target_type dmrb_snapshot_target;
+extern struct target_type dmrb_merge_target;
 
 #endif

@@ -1,0 +1,726 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dm-rollback: copy-on-write snapshots of a block device.
+ *
+ * rollback-origin sits on the device that is being snapshotted; a write to
+ * it first copies the old data of the chunk into every snapshot that still
+ * shares it.  rollback-snap shows the device as it was when the
+ * snapshot became active.  The table grammar and the persistent COW format
+ * are those of the upstream snapshot targets.  rollback-merge copies a
+ * snapshot back into its origin (dm-rollback-merge.c).
+ *
+ * This file is what the targets share: the exception tables, the registry
+ * of origins and their snapshots, invalidation, and the engines that copy
+ * origin chunks into the COWs and commit them.  When an origin write hits
+ * a chunk that several snapshots (of the same chunk size) still share, the
+ * chunk is read once and written to all of their COW devices in one copy
+ * job; their metadata is then committed together.
+ */
+
+#include "dm-rollback.h"
+
+#include <linux/blkdev.h>
+#include <linux/delay.h>
+#include <linux/dm-kcopyd.h>
+#include <linux/mempool.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/wait_bit.h>
+
+#define DM_MSG_PREFIX "rollback"
+
+#define DMRB_MIN_PENDING	256
+#define DMRB_MAX_HASH_BITS	18
+
+DECLARE_RWSEM(dmrb_origins_lock);
+static LIST_HEAD(dmrb_origins);
+struct kmem_cache *dmrb_exception_cache;
+static struct kmem_cache *dmrb_pending_cache;
+static mempool_t *dmrb_pending_pool;
+struct workqueue_struct *dmrb_wq;
+
+/* ---- exception tables ---- */
+
+int dmrb_table_init(struct dmrb_table *t, sector_t cow_sectors,
+		      unsigned int chunk_shift)
+{
+	u64 chunks = max_t(u64, cow_sectors >> chunk_shift, 64);
+	unsigned int bits = min_t(unsigned int, ilog2(roundup_pow_of_two(chunks)),
+				  DMRB_MAX_HASH_BITS);
+	u64 i, n = 1ULL << bits;
+
+	t->buckets = kvmalloc_array(n, sizeof(*t->buckets), GFP_KERNEL);
+	if (!t->buckets)
+		return -ENOMEM;
+	for (i = 0; i < n; i++)
+		INIT_HLIST_HEAD(&t->buckets[i]);
+	t->mask = n - 1;
+	return 0;
+}
+
+void dmrb_table_insert(struct dmrb_table *t, struct dmrb_exception *e)
+{
+	hlist_add_head(&e->hash, &t->buckets[e->old_chunk & t->mask]);
+}
+
+struct dmrb_exception *dmrb_table_lookup(struct dmrb_table *t, dmrb_chunk_t chunk)
+{
+	struct dmrb_exception *e;
+
+	hlist_for_each_entry(e, &t->buckets[chunk & t->mask], hash)
+		if (e->old_chunk == chunk)
+			return e;
+	return NULL;
+}
+
+/* Frees the complete table's entries; pending ones belong to dmrb_pending. */
+void dmrb_table_destroy(struct dmrb_table *t, bool free_entries)
+{
+	struct dmrb_exception *e;
+	struct hlist_node *tmp;
+	u64 i;
+
+	if (!t->buckets)
+		return;
+	if (free_entries)
+		for (i = 0; i <= t->mask; i++)
+			hlist_for_each_entry_safe(e, tmp, &t->buckets[i], hash)
+				kmem_cache_free(dmrb_exception_cache, e);
+	kvfree(t->buckets);
+	t->buckets = NULL;
+}
+
+int dmrb_add_recorded_exception(void *context, dmrb_chunk_t old_chunk,
+				  dmrb_chunk_t new_chunk)
+{
+	struct dmrb_snapshot *s = context;
+	struct dmrb_exception *e;
+
+	e = dmrb_table_lookup(&s->complete, old_chunk);
+	if (e) {
+		/* A later entry for the same chunk supersedes an earlier one. */
+		e->new_chunk = new_chunk;
+		return 0;
+	}
+	e = kmem_cache_alloc(dmrb_exception_cache, GFP_KERNEL);
+	if (!e)
+		return -ENOMEM;
+	e->old_chunk = old_chunk;
+	e->new_chunk = new_chunk;
+	dmrb_table_insert(&s->complete, e);
+	s->exception_count++;
+	return 0;
+}
+
+/* ---- origin registry ---- */
+
+/* Called with dmrb_origins_lock held. */
+struct dmrb_origin *dmrb_find_origin(dev_t dev)
+{
+	struct dmrb_origin *o;
+
+	list_for_each_entry(o, &dmrb_origins, list)
+		if (o->dev == dev)
+			return o;
+	return NULL;
+}
+
+static void update_min_chunk(struct dmrb_origin *o)
+{
+	struct dmrb_snapshot *s;
+	unsigned int min_chunk = 0;
+
+	list_for_each_entry(s, &o->snapshots, origin_list)
+		if (!min_chunk || s->store.chunk_sectors < min_chunk)
+			min_chunk = s->store.chunk_sectors;
+	o->min_chunk = min_chunk;
+}
+
+int dmrb_register_snapshot(struct dmrb_snapshot *s)
+{
+	struct dmrb_origin *o, *fresh;
+	struct dmrb_snapshot *other;
+
+	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL);
+	if (!fresh) {
+		s->ti->error = "Cannot allocate origin registry entry";
+		return -ENOMEM;
+	}
+
+	down_write(&dmrb_origins_lock);
+	list_for_each_entry(o, &dmrb_origins, list) {
+		list_for_each_entry(other, &o->snapshots, origin_list) {
+			char *busy = NULL;
+
+			if (other->merge && s->merge &&
+			    other->origin_dev->bdev == s->origin_dev->bdev)
+				busy = "A merge is already running on this origin";
+			else if (other->cow_dev->bdev != s->cow_dev->bdev)
+				continue;
+			/* Two tables may share a COW: a snapshot handing it over to a merge. */
+			else if (!s->merge || other->merge || other->handed_over)
+				busy = "COW device is already in use";
+			else if (s->merge->handover_src)
+				busy = "COW device is already in use by two tables";
+			else
+				s->merge->handover_src = other;
+			if (busy) {
+				up_write(&dmrb_origins_lock);
+				kfree(fresh);
+				s->ti->error = busy;
+				return -EBUSY;
+			}
+		}
+	}
+
+	o = dmrb_find_origin(s->origin_dev->bdev->bd_dev);
+	if (!o) {
+		fresh->kc = dm_kcopyd_client_create(NULL);
+		if (IS_ERR(fresh->kc)) {
+			int r = PTR_ERR(fresh->kc);
+
+			up_write(&dmrb_origins_lock);
+			kfree(fresh);
+			s->ti->error = "Cannot create kcopyd client";
+			return r;
+		}
+		fresh->dev = s->origin_dev->bdev->bd_dev;
+		INIT_LIST_HEAD(&fresh->snapshots);
+		list_add_tail(&fresh->list, &dmrb_origins);
+		o = fresh;
+		fresh = NULL;
+	}
+	list_add_tail(&s->origin_list, &o->snapshots);
+	s->origin = o;
+	update_min_chunk(o);
+	up_write(&dmrb_origins_lock);
+
+	kfree(fresh);
+	return 0;
+}
+
+/* ---- invalidation ---- */
+
+static void invalidate_work_fn(struct work_struct *work)
+{
+	struct dmrb_snapshot *s = container_of(work, struct dmrb_snapshot,
+					     invalidate_work);
+
+	if (s->store.ops->invalidate(&s->store))
+		DMERR("%s: cannot mark the COW invalid on disk", s->cow_dev->name);
+}
+
+/* Called with s->lock held; the header is written from the workqueue. */
+void dmrb_invalidate(struct dmrb_snapshot *s, const char *why)
+{
+	if (!s->valid || s->handed_over)
+		return;
+	DMERR("%s: snapshot invalidated: %s", s->cow_dev->name, why);
+	s->valid = false;
+	if (!s->invalidate_queued) {
+		s->invalidate_queued = true;
+		queue_work(dmrb_wq, &s->invalidate_work);
+	}
+}
+
+/* The parts of a new snapshot that the core looks after. */
+void dmrb_snapshot_init(struct dmrb_snapshot *s)
+{
+	unsigned int i;
+
+	mutex_init(&s->lock);
+	mutex_init(&s->commit_lock);
+	INIT_LIST_HEAD(&s->commit_queue);
+	atomic_set(&s->pending_count, 0);
+	INIT_WORK(&s->invalidate_work, invalidate_work_fn);
+	spin_lock_init(&s->tracked_lock);
+	for (i = 0; i < DMRB_TRACKED_BUCKETS; i++)
+		INIT_HLIST_HEAD(&s->tracked[i]);
+}
+
+/*
+ * Takes s out of the registry and waits until no copy refers to it any
+ * more; the last snapshot of an origin takes the origin with it.
+ */
+void dmrb_unregister_snapshot(struct dmrb_snapshot *s)
+{
+	struct dmrb_origin *o = s->origin;
+	struct dmrb_snapshot *other;
+
+	down_write(&dmrb_origins_lock);
+	list_del(&s->origin_list);
+	list_for_each_entry(other, &o->snapshots, origin_list)
+		if (other->merge && other->merge->handover_src == s)
+			other->merge->handover_src = NULL;
+	update_min_chunk(o);
+	if (list_empty(&o->snapshots))
+		list_del(&o->list);
+	else
+		o = NULL;
+	up_write(&dmrb_origins_lock);
+
+	wait_var_event(&s->pending_count, !atomic_read(&s->pending_count));
+	flush_work(&s->invalidate_work);
+	if (o) {
+		dm_kcopyd_client_destroy(o->kc);
+		kfree(o);
+	}
+}
+
+/* ---- copies ---- */
+
+/*
+ * Called with s->lock held.  Returns NULL (having invalidated the
+ * snapshot) when the COW is full.
+ */
+struct dmrb_pending *dmrb_new_pending(struct dmrb_snapshot *s, dmrb_chunk_t chunk)
+{
+	struct dmrb_pending *pe;
+	struct dmrb_exception *done;
+	dmrb_chunk_t new_chunk;
+
+	done = kmem_cache_alloc(dmrb_exception_cache, GFP_NOIO);
+	if (!done) {
+		dmrb_invalidate(s, "out of memory");
+		return NULL;
+	}
+	if (s->store.ops->allocate(&s->store, &new_chunk)) {
+		kmem_cache_free(dmrb_exception_cache, done);
+		dmrb_invalidate(s, "COW device is full");
+		return NULL;
+	}
+
+	pe = mempool_alloc(dmrb_pending_pool, GFP_NOIO);
+	memset(pe, 0, sizeof(*pe));
+	pe->e.old_chunk = chunk;
+	pe->e.new_chunk = new_chunk;
+	pe->done = done;
+	pe->commit.old_chunk = chunk;
+	pe->commit.new_chunk = new_chunk;
+	pe->snap = s;
+	bio_list_init(&pe->origin_bios);
+	bio_list_init(&pe->snap_bios);
+	dmrb_table_insert(&s->pending, &pe->e);
+	list_add_tail(&pe->queue, &s->commit_queue);
+	atomic_inc(&s->pending_count);
+	return pe;
+}
+
+static void free_pending(struct dmrb_pending *pe)
+{
+	if (pe->done)
+		kmem_cache_free(dmrb_exception_cache, pe->done);
+	mempool_free(pe, dmrb_pending_pool);
+}
+
+/*
+ * The last access to s by a committer: once the count is zero the
+ * destructor may free s, and wake_up_var() does not dereference it.
+ */
+static void release_pending(struct dmrb_snapshot *s, unsigned int n)
+{
+	if (n && atomic_sub_and_test(n, &s->pending_count))
+		wake_up_var(&s->pending_count);
+}
+
+/* One snapshot's part of a group commit. */
+struct dmrb_commit_ctx {
+	struct dmrb_snapshot *snap;
+	struct list_head done;		/* dmrb_pending, allocation order */
+	struct completion written;
+	unsigned long write_error;
+	bool writing;
+};
+
+static void commit_begin(struct dmrb_snapshot *s, struct dmrb_commit_ctx *c);
+static void commit_write(struct dmrb_commit_ctx *c, bool data_flush);
+static void commit_wait(struct dmrb_commit_ctx *c);
+static void commit_end(struct dmrb_commit_ctx *c);
+
+/*
+ * Group commit: every snapshot of the copy stages its metadata, then all
+ * of them flush their COW together and all write their metadata together,
+ * so that snapshots whose COWs share a disk share its flushes.
+ */
+static void copy_done(int read_err, unsigned long write_err, void *context)
+{
+	struct dmrb_commit_ctx ctx[DM_KCOPYD_MAX_REGIONS];
+	struct dmrb_pending *pe = context;
+	unsigned int i, n = 0;
+
+	while (pe) {
+		/* pe may be freed as soon as it is committed. */
+		struct dmrb_pending *next = pe->next_copy;
+		struct dmrb_snapshot *s = pe->snap;
+
+		mutex_lock(&s->lock);
+		if (read_err || (write_err & BIT(n)))
+			pe->error = -EIO;
+		pe->copied = true;
+		mutex_unlock(&s->lock);
+		ctx[n++].snap = s;
+		pe = next;
+	}
+
+	for (i = 0; i < n; i++)
+		commit_begin(ctx[i].snap, &ctx[i]);
+	for (i = 0; i < n; i++)
+		commit_write(&ctx[i], true);
+	for (i = 0; i < n; i++)
+		commit_wait(&ctx[i]);
+	for (i = 0; i < n; i++)
+		commit_write(&ctx[i], false);
+	for (i = 0; i < n; i++)
+		commit_end(&ctx[i]);
+}
+
+/*
+ * Starts one copy for a chain of pending exceptions of the same origin
+ * chunk and chunk size: one read, one write per COW.
+ */
+void dmrb_start_copy(struct dmrb_origin *o, struct dmrb_pending *chain)
+{
+	struct dm_io_region src, dests[DM_KCOPYD_MAX_REGIONS];
+	struct dmrb_snapshot *s = chain->snap;
+	sector_t dev_size = bdev_nr_sectors(s->origin_dev->bdev);
+	struct dmrb_pending *pe;
+	unsigned int n = 0;
+
+	src.bdev = s->origin_dev->bdev;
+	src.sector = chain->e.old_chunk << s->store.chunk_shift;
+	src.count = min_t(sector_t, s->store.chunk_sectors, dev_size - src.sector);
+
+	for (pe = chain; pe; pe = pe->next_copy, n++) {
+		dests[n].bdev = pe->snap->cow_dev->bdev;
+		dests[n].sector = pe->e.new_chunk << pe->snap->store.chunk_shift;
+		dests[n].count = src.count;
+	}
+
+	dm_kcopyd_copy(o->kc, &src, n, dests, 0, copy_done, chain);
+}
+
+/*
+ * Groups new pending exceptions that copy the same origin range, up to
+ * the number of destinations one copy job takes, and starts the copies.
+ */
+static void start_copies(struct dmrb_origin *o, struct dmrb_pending *list)
+{
+	while (list) {
+		struct dmrb_pending *chain = list, *tail = list, *pe, **link;
+		unsigned int n = 1;
+
+		list = list->next_copy;
+		chain->next_copy = NULL;
+		link = &list;
+		while ((pe = *link)) {
+			if (n < DM_KCOPYD_MAX_REGIONS &&
+			    pe->e.old_chunk == chain->e.old_chunk &&
+			    pe->snap->store.chunk_shift == chain->snap->store.chunk_shift) {
+				*link = pe->next_copy;
+				pe->next_copy = NULL;
+				tail->next_copy = pe;
+				tail = pe;
+				n++;
+			} else {
+				link = &pe->next_copy;
+			}
+		}
+		dmrb_start_copy(o, chain);
+	}
+}
+
+/*
+ * Makes sure every active snapshot of o has (or is getting) its own copy
+ * of the chunks that [sector, sector + count) touches.  If bio is given
+ * and some copy is still in flight, bio is queued on it and retried when
+ * it is committed: returns DM_MAPIO_SUBMITTED.  Otherwise the write may go
+ * ahead: DM_MAPIO_REMAPPED.  Called with dmrb_origins_lock held.
+ */
+int dmrb_origin_write(struct dmrb_origin *o, sector_t sector,
+			unsigned int count, struct bio *bio)
+{
+	struct dmrb_pending *new_list = NULL;
+	struct dmrb_snapshot *s;
+	bool queued = false;
+
+	list_for_each_entry(s, &o->snapshots, origin_list) {
+		dmrb_chunk_t chunk = sector >> s->store.chunk_shift;
+		dmrb_chunk_t last = (sector + count - 1) >> s->store.chunk_shift;
+
+		/* A merge never takes new exceptions; a handed-over COW is not ours. */
+		if (s->merge || s->handed_over)
+			continue;
+		mutex_lock(&s->lock);
+		for (; chunk <= last && s->valid && s->active; chunk++) {
+			struct dmrb_exception *e;
+			struct dmrb_pending *pe;
+
+			if (dmrb_table_lookup(&s->complete, chunk))
+				continue;
+			e = dmrb_table_lookup(&s->pending, chunk);
+			if (e) {
+				pe = container_of(e, struct dmrb_pending, e);
+			} else {
+				pe = dmrb_new_pending(s, chunk);
+				if (!pe)
+					break;
+				pe->next_copy = new_list;
+				new_list = pe;
+			}
+			if (bio && !queued) {
+				bio_list_add(&pe->origin_bios, bio);
+				queued = true;
+			}
+		}
+		mutex_unlock(&s->lock);
+	}
+
+	start_copies(o, new_list);
+	return queued ? DM_MAPIO_SUBMITTED : DM_MAPIO_REMAPPED;
+}
+
+/* Sends an origin write again once the copy it waited for is committed. */
+static void retry_origin_bio(struct bio *bio)
+{
+	struct dmrb_origin *o;
+	int r = DM_MAPIO_REMAPPED;
+
+	down_read(&dmrb_origins_lock);
+	o = dmrb_find_origin(bio->bi_bdev->bd_dev);
+	if (o)
+		r = dmrb_origin_write(o, bio->bi_iter.bi_sector, bio_sectors(bio), bio);
+	up_read(&dmrb_origins_lock);
+
+	if (r == DM_MAPIO_REMAPPED)
+		submit_bio_noacct(bio);
+}
+
+void dmrb_remap_to_cow(struct dmrb_snapshot *s, struct bio *bio,
+			 dmrb_chunk_t new_chunk)
+{
+	sector_t offset = dm_target_offset(s->ti, bio->bi_iter.bi_sector);
+
+	bio_set_dev(bio, s->cow_dev->bdev);
+	bio->bi_iter.bi_sector = (new_chunk << s->store.chunk_shift) |
+				 (offset & (s->store.chunk_sectors - 1));
+}
+
+void dmrb_track_read(struct dmrb_snapshot *s, struct dmrb_tracked *t,
+		     dmrb_chunk_t chunk)
+{
+	t->chunk = chunk;
+	spin_lock_irq(&s->tracked_lock);
+	hlist_add_head(&t->node, &s->tracked[chunk % DMRB_TRACKED_BUCKETS]);
+	spin_unlock_irq(&s->tracked_lock);
+}
+
+static bool chunk_is_tracked(struct dmrb_snapshot *s, dmrb_chunk_t chunk)
+{
+	struct dmrb_tracked *t;
+	bool found = false;
+
+	spin_lock_irq(&s->tracked_lock);
+	hlist_for_each_entry(t, &s->tracked[chunk % DMRB_TRACKED_BUCKETS], node) {
+		if (t->chunk == chunk) {
+			found = true;
+			break;
+		}
+	}
+	spin_unlock_irq(&s->tracked_lock);
+	return found;
+}
+
+/*
+ * An origin write may only follow a snapshot read of the same chunk that
+ * was sent to the origin once that read has finished.
+ */
+void dmrb_wait_for_tracked_reads(struct dmrb_snapshot *s, dmrb_chunk_t chunk)
+{
+	while (chunk_is_tracked(s, chunk))
+		usleep_range(50, 100);
+}
+
+static void metadata_written(unsigned long error, void *context)
+{
+	struct dmrb_commit_ctx *c = context;
+
+	c->write_error = error;
+	complete(&c->written);
+}
+
+/*
+ * Takes the copies that are done, in allocation order (a crash then
+ * leaves no hole), and starts writing their metadata.  Copies done out of
+ * order wait for the one before them, whose own commit takes them along.
+ */
+static void commit_begin(struct dmrb_snapshot *s, struct dmrb_commit_ctx *c)
+{
+	struct dmrb_pending *pe, *tmp;
+	LIST_HEAD(batch);
+	bool valid;
+	int r = 0;
+
+	c->snap = s;
+	c->writing = false;
+	INIT_LIST_HEAD(&c->done);
+
+	mutex_lock(&s->commit_lock);
+	mutex_lock(&s->lock);
+	list_for_each_entry_safe(pe, tmp, &s->commit_queue, queue) {
+		if (!pe->copied)
+			break;
+		list_move_tail(&pe->queue, &c->done);
+		if (pe->error)
+			dmrb_invalidate(s, "copy to COW failed");
+		else
+			list_add_tail(&pe->commit.list, &batch);
+	}
+	valid = s->valid;
+	mutex_unlock(&s->lock);
+
+	/* May write a full area: under commit_lock, not s->lock. */
+	if (valid && !list_empty(&batch))
+		r = s->store.ops->stage(&s->store, &batch);
+	if (r < 0) {
+		mutex_lock(&s->lock);
+		dmrb_invalidate(s, "COW metadata write failed");
+		mutex_unlock(&s->lock);
+	} else if (r > 0) {
+		c->writing = true;
+	}
+}
+
+static void commit_write(struct dmrb_commit_ctx *c, bool data_flush)
+{
+	if (!c->writing)
+		return;
+	init_completion(&c->written);
+	c->snap->store.ops->write_metadata(&c->snap->store, data_flush,
+					   metadata_written, c);
+}
+
+static void commit_wait(struct dmrb_commit_ctx *c)
+{
+	struct dmrb_snapshot *s = c->snap;
+
+	if (!c->writing)
+		return;
+	wait_for_completion(&c->written);
+	if (c->write_error) {
+		c->writing = false;
+		mutex_lock(&s->lock);
+		dmrb_invalidate(s, "COW metadata write failed");
+		mutex_unlock(&s->lock);
+	}
+}
+
+/* Waits for the metadata, then lets the I/O that waited for it go. */
+static void commit_end(struct dmrb_commit_ctx *c)
+{
+	struct dmrb_snapshot *s = c->snap;
+	struct dmrb_pending *pe, *tmp;
+	unsigned int n = 0;
+
+	commit_wait(c);
+
+	list_for_each_entry_safe(pe, tmp, &c->done, queue) {
+		struct bio_list origin_bios, snap_bios;
+		struct bio *bio;
+		bool ok;
+
+		dmrb_wait_for_tracked_reads(s, pe->e.old_chunk);
+
+		mutex_lock(&s->lock);
+		hlist_del(&pe->e.hash);
+		ok = s->valid && !pe->error;
+		if (ok) {
+			pe->done->old_chunk = pe->e.old_chunk;
+			pe->done->new_chunk = pe->e.new_chunk;
+			dmrb_table_insert(&s->complete, pe->done);
+			pe->done = NULL;
+		}
+		origin_bios = pe->origin_bios;
+		snap_bios = pe->snap_bios;
+		mutex_unlock(&s->lock);
+
+		while ((bio = bio_list_pop(&snap_bios))) {
+			if (ok) {
+				dmrb_remap_to_cow(s, bio, pe->e.new_chunk);
+				submit_bio_noacct(bio);
+			} else {
+				bio_io_error(bio);
+			}
+		}
+		while ((bio = bio_list_pop(&origin_bios)))
+			retry_origin_bio(bio);
+
+		list_del(&pe->queue);
+		free_pending(pe);
+		n++;
+	}
+	mutex_unlock(&s->commit_lock);
+	release_pending(s, n);
+}
+
+/* ---- the module ---- */
+
+static int __init dm_rollback_init(void)
+{
+	int r = -ENOMEM;
+
+	dmrb_exception_cache = KMEM_CACHE(dmrb_exception, 0);
+	if (!dmrb_exception_cache)
+		goto bad_exception_cache;
+	dmrb_pending_cache = KMEM_CACHE(dmrb_pending, 0);
+	if (!dmrb_pending_cache)
+		goto bad_pending_cache;
+	dmrb_pending_pool = mempool_create_slab_pool(DMRB_MIN_PENDING, dmrb_pending_cache);
+	if (!dmrb_pending_pool)
+		goto bad_pending_pool;
+	dmrb_wq = alloc_workqueue("dm-rollback", WQ_MEM_RECLAIM, 0);
+	if (!dmrb_wq)
+		goto bad_wq;
+
+	r = dm_register_target(&dmrb_origin_target);
+	if (r)
+		goto bad_origin_target;
+	r = dm_register_target(&dmrb_snapshot_target);
+	if (r)
+		goto bad_snapshot_target;
+	r = dm_register_target(&dmrb_merge_target);
+	if (r)
+		goto bad_merge_target;
+	return 0;
+
+bad_merge_target:
+	dm_unregister_target(&dmrb_snapshot_target);
+bad_snapshot_target:
+	dm_unregister_target(&dmrb_origin_target);
+bad_origin_target:
+	destroy_workqueue(dmrb_wq);
+bad_wq:
+	mempool_destroy(dmrb_pending_pool);
+bad_pending_pool:
+	kmem_cache_destroy(dmrb_pending_cache);
+bad_pending_cache:
+	kmem_cache_destroy(dmrb_exception_cache);
+bad_exception_cache:
+	return r;
+}
+
+static void __exit dm_rollback_exit(void)
+{
+	dm_unregister_target(&dmrb_merge_target);
+	dm_unregister_target(&dmrb_snapshot_target);
+	dm_unregister_target(&dmrb_origin_target);
+	destroy_workqueue(dmrb_wq);
+	mempool_destroy(dmrb_pending_pool);
+	kmem_cache_destroy(dmrb_pending_cache);
+	kmem_cache_destroy(dmrb_exception_cache);
+}
+
+module_init(dm_rollback_init);
+module_exit(dm_rollback_exit);
+
+MODULE_DESCRIPTION(DM_NAME " copy-on-write snapshots that can be rolled back");
+MODULE_LICENSE("GPL");

@@ -1,0 +1,505 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dm-rollback: rollback-merge, which copies a snapshot back into its origin.
+ *
+ * It replaces the origin's table and merges while the device stays in
+ * use; the other snapshots get the old origin data first, as for any
+ * origin write.  Unlike upstream, it merges a batch of exceptions at a
+ * time (any chunks, not only consecutive ones) with several copies in
+ * flight and one metadata write per batch.
+ */
+
+#include "dm-rollback.h"
+
+#include <linux/blkdev.h>
+#include <linux/delay.h>
+#include <linux/dm-kcopyd.h>
+#include <linux/ktime.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+
+#define DM_MSG_PREFIX "rollback"
+
+static bool chunk_in_batch(struct dmrb_merge *m, dmrb_chunk_t chunk)
+{
+	unsigned int i;
+
+	for (i = 0; i < m->batch_n; i++)
+		if (m->batch[i].old_chunk == chunk)
+			return true;
+	return false;
+}
+
+/*
+ * Where a bio to the merging device goes: a chunk being merged right now
+ * waits for the merge of its batch; a chunk not merged yet lives in the
+ * COW; everything else (and all I/O once the snapshot is invalid) is the
+ * origin, whose writes first copy into the other snapshots.
+ */
+static int merge_map_bio(struct dmrb_merge *m, struct bio *bio)
+{
+	struct dmrb_snapshot *s = m->snap;
+	struct dmrb_tracked *t = dm_per_bio_data(bio, sizeof(*t));
+	sector_t offset = dm_target_offset(s->ti, bio->bi_iter.bi_sector);
+	dmrb_chunk_t chunk = offset >> s->store.chunk_shift;
+	struct dmrb_exception *e;
+	int r = DM_MAPIO_REMAPPED;
+
+	mutex_lock(&s->lock);
+	e = s->valid ? dmrb_table_lookup(&s->complete, chunk) : NULL;
+	if (e && chunk_in_batch(m, chunk)) {
+		/*
+		 * The COW copy stays as it is until the merge is committed and
+		 * is never reused: reads need not wait, writes must.
+		 */
+		if (bio_data_dir(bio) == READ) {
+			dmrb_remap_to_cow(s, bio, e->new_chunk);
+			mutex_unlock(&s->lock);
+			return DM_MAPIO_REMAPPED;
+		}
+		bio_list_add(&m->waiting, bio);
+		mutex_unlock(&s->lock);
+		return DM_MAPIO_SUBMITTED;
+	}
+	if (e) {
+		/* Tracked under the lock, so a batch taking the chunk waits for it. */
+		dmrb_track_read(s, t, chunk);
+		dmrb_remap_to_cow(s, bio, e->new_chunk);
+		mutex_unlock(&s->lock);
+		return DM_MAPIO_REMAPPED;
+	}
+	mutex_unlock(&s->lock);
+
+	bio_set_dev(bio, s->origin_dev->bdev);
+	bio->bi_iter.bi_sector = offset;
+	if (bio_data_dir(bio) == WRITE && bio_sectors(bio)) {
+		down_read(&dmrb_origins_lock);
+		r = dmrb_origin_write(s->origin, offset, bio_sectors(bio), bio);
+		up_read(&dmrb_origins_lock);
+	}
+	return r;
+}
+
+static int merge_map(struct dm_target *ti, struct bio *bio)
+{
+	struct dmrb_snapshot *s = ti->private;
+	struct dmrb_tracked *t = dm_per_bio_data(bio, sizeof(*t));
+
+	INIT_HLIST_NODE(&t->node);
+	if (bio->bi_opf & REQ_PREFLUSH) {
+		/* One flush for each device that holds data of this device. */
+		bio_set_dev(bio, dm_bio_get_target_bio_nr(bio) ?
+			    s->cow_dev->bdev : s->origin_dev->bdev);
+		return DM_MAPIO_REMAPPED;
+	}
+	return merge_map_bio(s->merge, bio);
+}
+
+/* True once every other snapshot has its own copy of the origin range. */
+static bool others_have_copied(struct dmrb_snapshot *s, sector_t sector,
+			       sector_t count)
+{
+	struct dmrb_snapshot *t;
+	bool done = true;
+
+	list_for_each_entry(t, &s->origin->snapshots, origin_list) {
+		dmrb_chunk_t chunk = sector >> t->store.chunk_shift;
+		dmrb_chunk_t last = (sector + count - 1) >> t->store.chunk_shift;
+
+		if (t == s || t->merge || t->handed_over)
+			continue;
+		mutex_lock(&t->lock);
+		for (; chunk <= last && t->valid && t->active && done; chunk++)
+			if (!dmrb_table_lookup(&t->complete, chunk))
+				done = false;
+		mutex_unlock(&t->lock);
+		if (!done)
+			break;
+	}
+	return done;
+}
+
+static void merge_copy_done(int read_err, unsigned long write_err, void *context)
+{
+	struct dmrb_merge *m = context;
+
+	if (read_err || write_err)
+		m->copy_error = -EIO;
+	if (atomic_dec_and_test(&m->copies))
+		complete(&m->copied);
+}
+
+/*
+ * Copies the batch from the COW into the origin, all copies in flight at
+ * once; a run of chunks consecutive on both devices is one copy.  The
+ * batch lists the last exception first, so a run counts down.
+ */
+static int merge_copy_batch(struct dmrb_merge *m, unsigned int n)
+{
+	struct dmrb_snapshot *s = m->snap;
+	sector_t dev_size = bdev_nr_sectors(s->origin_dev->bdev);
+	struct dmrb_merge_entry *b = m->batch;
+	unsigned int i, run;
+
+	m->copy_error = 0;
+	init_completion(&m->copied);
+	atomic_set(&m->copies, 1);
+	for (i = 0; i < n; i += run) {
+		struct dm_io_region src, dest;
+
+		run = 1;
+		if (b[i].old_chunk == ~0ULL)
+			continue;
+		while (i + run < n && b[i + run].old_chunk != ~0ULL &&
+		       b[i + run].old_chunk + run == b[i].old_chunk &&
+		       b[i + run].new_chunk + run == b[i].new_chunk)
+			run++;
+
+		dest.bdev = s->origin_dev->bdev;
+		dest.sector = b[i + run - 1].old_chunk << s->store.chunk_shift;
+		if (dest.sector >= dev_size)
+			continue;
+		dest.count = min_t(sector_t, (sector_t)run << s->store.chunk_shift,
+				   dev_size - dest.sector);
+		src.bdev = s->cow_dev->bdev;
+		src.sector = b[i + run - 1].new_chunk << s->store.chunk_shift;
+		src.count = dest.count;
+		atomic_inc(&m->copies);
+		dm_kcopyd_copy(s->origin->kc, &src, 1, &dest, 0, merge_copy_done, m);
+	}
+	merge_copy_done(0, 0, m);
+	wait_for_completion(&m->copied);
+	return m->copy_error;
+}
+
+static void merge_throttle(struct dmrb_merge *m, unsigned int n, u64 start)
+{
+	u64 kib = ((u64)n * m->snap->store.chunk_sectors) >> 1;
+	u64 want_ns, took_ns = ktime_get_ns() - start;
+	unsigned int rate = READ_ONCE(m->throttle_kbs);
+
+	if (!rate)
+		return;
+	want_ns = div_u64(kib * NSEC_PER_SEC, rate);
+	if (want_ns <= took_ns)
+		return;
+	/* A slow rate must not hold up a suspend or removal, nor a new rate. */
+	wait_event_timeout(m->wait,
+			   READ_ONCE(m->stop) || READ_ONCE(m->throttle_kbs) != rate,
+			   nsecs_to_jiffies(want_ns - took_ns));
+}
+
+static void merge_stopped(struct dmrb_merge *m, enum dmrb_merge_state state)
+{
+	struct dmrb_snapshot *s = m->snap;
+
+	mutex_lock(&s->lock);
+	m->state = state;
+	m->running = false;
+	mutex_unlock(&s->lock);
+	wake_up_all(&m->wait);
+}
+
+/*
+ * One batch per round: take the last exceptions of the store, wait for the
+ * I/O to them, give the other snapshots the origin data about to be
+ * overwritten, copy, flush the origin, then drop the entries from the COW
+ * with one metadata write.  A crash anywhere leaves entries that are
+ * merged again, which is harmless.
+ */
+static void merge_work_fn(struct work_struct *work)
+{
+	struct dmrb_merge *m = container_of(work, struct dmrb_merge, work);
+	struct dmrb_snapshot *s = m->snap;
+
+	for (;;) {
+		struct bio_list waiting;
+		struct bio *bio;
+		unsigned int i;
+		u64 start = ktime_get_ns();
+		int n, r;
+
+		if (READ_ONCE(m->stop) || !READ_ONCE(s->valid)) {
+			merge_stopped(m, DMRB_MERGE_STOPPED);
+			return;
+		}
+		/* Only this worker uses the store of a merge; map uses the table. */
+		n = s->store.ops->prepare_merge(&s->store, m->batch, DMRB_MERGE_BATCH);
+		if (n <= 0) {
+			if (n < 0)
+				DMERR("%s: merge failed: cannot read COW metadata", s->cow_dev->name);
+			merge_stopped(m, n < 0 ? DMRB_MERGE_FAILED : DMRB_MERGE_STOPPED);
+			return;
+		}
+		mutex_lock(&s->lock);
+		/*
+		 * Entries superseded by a later one for the same chunk only
+		 * need removing; the table says which copy is current.
+		 */
+		for (i = 0; i < n; i++) {
+			struct dmrb_exception *e = dmrb_table_lookup(&s->complete, m->batch[i].old_chunk);
+
+			if (!e || e->new_chunk != m->batch[i].new_chunk)
+				m->batch[i].old_chunk = ~0ULL;
+		}
+		m->batch_n = n;
+		mutex_unlock(&s->lock);
+
+		for (i = 0; i < n; i++)
+			if (m->batch[i].old_chunk != ~0ULL)
+				dmrb_wait_for_tracked_reads(s, m->batch[i].old_chunk);
+
+		down_read(&dmrb_origins_lock);
+		for (i = 0; i < n; i++) {
+			sector_t sector = m->batch[i].old_chunk << s->store.chunk_shift;
+
+			if (m->batch[i].old_chunk != ~0ULL)
+				dmrb_origin_write(s->origin, sector, s->store.chunk_sectors, NULL);
+		}
+		for (i = 0; i < n; i++) {
+			sector_t sector = m->batch[i].old_chunk << s->store.chunk_shift;
+
+			while (m->batch[i].old_chunk != ~0ULL &&
+			       !others_have_copied(s, sector, s->store.chunk_sectors))
+				usleep_range(100, 200);
+		}
+		up_read(&dmrb_origins_lock);
+
+		r = merge_copy_batch(m, n);
+		if (!r)
+			r = blkdev_issue_flush(s->origin_dev->bdev);
+		if (!r)
+			r = s->store.ops->commit_merge(&s->store, n);
+
+		mutex_lock(&s->lock);
+		if (!r) {
+			for (i = 0; i < n; i++) {
+				struct dmrb_exception *e;
+
+				if (m->batch[i].old_chunk == ~0ULL)
+					continue;
+				e = dmrb_table_lookup(&s->complete, m->batch[i].old_chunk);
+				hlist_del(&e->hash);
+				kmem_cache_free(dmrb_exception_cache, e);
+				s->exception_count--;
+			}
+		}
+		m->batch_n = 0;
+		waiting = m->waiting;
+		bio_list_init(&m->waiting);
+		mutex_unlock(&s->lock);
+
+		while ((bio = bio_list_pop(&waiting)))
+			if (merge_map_bio(m, bio) == DM_MAPIO_REMAPPED)
+				submit_bio_noacct(bio);
+
+		if (r) {
+			DMERR("%s: merge failed: %d", s->cow_dev->name, r);
+			merge_stopped(m, DMRB_MERGE_FAILED);
+			return;
+		}
+		merge_throttle(m, n, start);
+		cond_resched();
+	}
+}
+
+static void merge_start(struct dmrb_merge *m)
+{
+	struct dmrb_snapshot *s = m->snap;
+
+	mutex_lock(&s->lock);
+	m->stop = false;
+	if (!m->running && m->state != DMRB_MERGE_FAILED && s->valid) {
+		m->running = true;
+		m->state = DMRB_MERGE_RUNNING;
+		queue_work(dmrb_wq, &m->work);
+	}
+	mutex_unlock(&s->lock);
+}
+
+/*
+ * Stops after the batch in flight is committed.  The worker touches s after
+ * it clears running (the wake-up): flush it before s can be freed.
+ */
+static void merge_stop(struct dmrb_merge *m)
+{
+	struct dmrb_snapshot *s = m->snap;
+
+	mutex_lock(&s->lock);
+	m->stop = true;
+	mutex_unlock(&s->lock);
+	wake_up_all(&m->wait);
+	wait_event(m->wait, !READ_ONCE(m->running));
+	flush_work(&m->work);
+}
+
+/*
+ * Construct a merge, in place of the origin's table:
+ *   rollback-merge <origin_dev> <cow_dev> P <chunk_sectors>
+ *
+ * As rollback-snap.  If a rollback-snap uses cow_dev, the merge takes its
+ * COW over when it resumes; that snapshot must be suspended then, and
+ * fails its I/O from then on.
+ */
+static int merge_ctr(struct dm_target *ti, unsigned int argc, char **argv)
+{
+	struct dmrb_merge *m;
+	int r;
+
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m) {
+		ti->error = "Cannot allocate merge context";
+		return -ENOMEM;
+	}
+	init_waitqueue_head(&m->wait);
+	INIT_WORK(&m->work, merge_work_fn);
+	bio_list_init(&m->waiting);
+
+	r = dmrb_snapshot_ctr(ti, argc, argv, m);
+	if (r)
+		goto bad_snapshot;
+	m->snap = ti->private;
+	ti->num_flush_bios = 2;
+	return 0;
+
+bad_snapshot:
+	kfree(m);
+	return r;
+}
+
+static void merge_dtr(struct dm_target *ti)
+{
+	struct dmrb_snapshot *s = ti->private;
+	struct dmrb_merge *m = s->merge;
+
+	merge_stop(m);
+	dmrb_snapshot_dtr(ti);
+	kfree(m);
+}
+
+/* Takes the exceptions over from the suspended snapshot that had the COW. */
+static int merge_preresume(struct dm_target *ti)
+{
+	struct dmrb_snapshot *s = ti->private, *src;
+	struct dmrb_merge *m = s->merge;
+	int r = 0;
+
+	down_read(&dmrb_origins_lock);
+	src = m->handover_src;
+	if (src && !dm_suspended(src->ti)) {
+		DMERR("%s: the snapshot handing over its COW must be suspended",
+		      s->cow_dev->name);
+		r = -EINVAL;
+	} else if (src) {
+		mutex_lock(&src->lock);
+		src->handed_over = true;
+		mutex_unlock(&src->lock);
+		m->handover_src = NULL;
+	}
+	up_read(&dmrb_origins_lock);
+	if (r || !src)
+		return r;
+
+	/* What the snapshot committed until it stopped is on disk now. */
+	dmrb_table_destroy(&s->complete, true);
+	s->exception_count = 0;
+	s->store.ops->destroy(&s->store);
+	r = s->store.ops->create(&s->store);
+	if (!r)
+		r = dmrb_table_init(&s->complete, bdev_nr_sectors(s->cow_dev->bdev),
+				    s->store.chunk_shift);
+	if (!r) {
+		char *error = NULL;
+
+		r = s->store.ops->read_metadata(&s->store, dmrb_add_recorded_exception, s, &error);
+		if (r > 0) {
+			s->valid = false;
+			r = 0;
+		} else if (r) {
+			DMERR("%s: handover: %s", s->cow_dev->name, error ?: "cannot read COW");
+		}
+	}
+	return r;
+}
+
+static void merge_resume(struct dm_target *ti)
+{
+	struct dmrb_snapshot *s = ti->private;
+
+	merge_start(s->merge);
+}
+
+static void merge_presuspend(struct dm_target *ti)
+{
+	struct dmrb_snapshot *s = ti->private;
+
+	merge_stop(s->merge);
+}
+
+static void merge_status(struct dm_target *ti, status_type_t type,
+			 unsigned int status_flags, char *result,
+			 unsigned int maxlen)
+{
+	static const char *const states[] = {
+		[DMRB_MERGE_STOPPED] = "stopped",
+		[DMRB_MERGE_RUNNING] = "running",
+		[DMRB_MERGE_FAILED] = "failed",
+	};
+	struct dmrb_snapshot *s = ti->private;
+	struct dmrb_merge *m = s->merge;
+	sector_t total, allocated, metadata;
+	unsigned int sz = 0;
+
+	if (type != STATUSTYPE_INFO) {
+		dmrb_snapshot_status(ti, type, status_flags, result, maxlen);
+		return;
+	}
+	mutex_lock(&s->lock);
+	if (!s->valid) {
+		DMEMIT("Invalid");
+	} else if (m->state == DMRB_MERGE_FAILED) {
+		DMEMIT("Merge failed");
+	} else {
+		s->store.ops->usage(&s->store, &total, &allocated, &metadata);
+		DMEMIT("%llu/%llu %llu %llu %s", (unsigned long long)allocated,
+		       (unsigned long long)total, (unsigned long long)metadata,
+		       (unsigned long long)s->exception_count, states[m->state]);
+	}
+	mutex_unlock(&s->lock);
+}
+
+static int merge_message(struct dm_target *ti, unsigned int argc, char **argv,
+			 char *result, unsigned int maxlen)
+{
+	struct dmrb_snapshot *s = ti->private;
+	struct dmrb_merge *m = s->merge;
+	unsigned int rate;
+
+	if (argc == 2 && !strcasecmp(argv[0], "merge_throttle")) {
+		if (kstrtouint(argv[1], 10, &rate)) {
+			DMERR("merge_throttle takes KiB/s, 0 for unlimited");
+			return -EINVAL;
+		}
+		WRITE_ONCE(m->throttle_kbs, rate);
+		wake_up_all(&m->wait);
+		return 0;
+	}
+	DMERR("Unrecognised message '%s'", argc ? argv[0] : "");
+	return -EINVAL;
+}
+
+struct target_type dmrb_merge_target = {
+	.name = "rollback-merge",
+	.version = {1, 1, 0},
+	.module = THIS_MODULE,
+	.ctr = merge_ctr,
+	.dtr = merge_dtr,
+	.map = merge_map,
+	.end_io = dmrb_snapshot_end_io,
+	.preresume = merge_preresume,
+	.resume = merge_resume,
+	.presuspend = merge_presuspend,
+	.status = merge_status,
+	.message = merge_message,
+	.iterate_devices = dmrb_snapshot_iterate_devices,
+};

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <inttypes.h>
 #include <libdevmapper.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/sysmacros.h>
 
 #include "dm.h"
@@ -222,24 +224,53 @@ int rbdm_remove(const char *name) {
         return rbdm_remove_deferred(name, NULL);
 }
 
-int rbdm_replace(const char *name, const char *table) {
+int rbdm_swap(const char *name, const struct rbdm_swap *swap) {
+        sigset_t stop, old;
+        bool locked;
         int r;
 
-        r = rbdm_load(name, table);
-        if (r < 0)
-                return r;
+        if (swap->table) {
+                r = rbdm_load(name, swap->table);
+                if (r < 0)
+                        return r;
+        }
+        /* A page fault served from the suspended device would never return. */
+        locked = mlockall(MCL_CURRENT | MCL_FUTURE) == 0;
+        /* Nor may a ^C or a TERM stop us with the device suspended. */
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGHUP);
+        sigaddset(&stop, SIGQUIT);
+        sigaddset(&stop, SIGTSTP);
+        (void) sigprocmask(SIG_BLOCK, &stop, &old);
         r = rbdm_suspend(name);
-        if (r < 0) {
-                (void) rbdm_clear(name);
-                return r;
+        if (r < 0)
+                goto clear;
+        if (swap->step) {
+                r = swap->step(swap->userdata);
+                if (r < 0)
+                        goto resume_old;
         }
-        r = rbdm_resume(name);
-        if (r < 0) {
-                /* The new table did not come up: bring the old one back. */
-                (void) rbdm_clear(name);
-                (void) rbdm_resume(name);
-        }
+        r = swap->cookie ? rbdm_resume_deferred(name, swap->cookie) : rbdm_resume(name);
+        if (r >= 0)
+                goto unlock;
+resume_old:
+        /* The new table did not come up: bring the old one back. */
+        (void) rbdm_clear(name);
+        (void) rbdm_resume(name);
+        goto unlock;
+clear:
+        (void) rbdm_clear(name);
+unlock:
+        (void) sigprocmask(SIG_SETMASK, &old, NULL);
+        if (locked)
+                (void) munlockall();
         return r;
+}
+
+int rbdm_replace(const char *name, const char *table) {
+        return rbdm_swap(name, &(const struct rbdm_swap) { .table = table });
 }
 
 int rbdm_table(const char *name, bool status, char **ret) {

@@ -41,7 +41,22 @@ int rbdm_remove(const char *name);
 int rbdm_resume_deferred(const char *name, uint32_t *cookie);
 int rbdm_remove_deferred(const char *name, uint32_t *cookie);
 void rbdm_udev_wait(uint32_t cookie);
-/* Load, suspend, resume; on a failed resume the old table is resumed again. */
+/*
+ * The one place where a device is suspended.  Loads table (if any) as the
+ * inactive table, suspends the device with memory locked, runs step (which
+ * may load a table or change the devices beneath), and resumes.  If the
+ * suspend, the step or the resume fails, the device is resumed on its old
+ * table.  With cookie set, the resume does not wait for udev (see
+ * rbdm_resume_deferred).
+ */
+struct rbdm_swap {
+        const char *table;
+        int (*step)(void *userdata);
+        void *userdata;
+        uint32_t *cookie;
+};
+int rbdm_swap(const char *name, const struct rbdm_swap *swap);
+/* rbdm_swap() to a new table and nothing else. */
 int rbdm_replace(const char *name, const char *table);
 /* status = false: the table; true: the status lines. */
 int rbdm_table(const char *name, bool status, char **ret);

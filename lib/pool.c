@@ -22,6 +22,7 @@ static const char *const snapshot_state_table[_SNAPSHOT_STATE_MAX] = {
         [SNAPSHOT_ACTIVE] = "active",
         [SNAPSHOT_INVALID] = "invalid",
         [SNAPSHOT_MERGING] = "merging",
+        [SNAPSHOT_CREATING] = "creating",
 };
 
 DEFINE_STRING_TABLE(backend, enum backend, _BACKEND_MAX);

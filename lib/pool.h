@@ -41,6 +41,7 @@ enum snapshot_state {
         SNAPSHOT_ACTIVE,    /* tracking writes, can be reverted to */
         SNAPSHOT_INVALID,   /* overflowed or failed: never offered for revert */
         SNAPSHOT_MERGING,   /* being merged back into its volume */
+        SNAPSHOT_CREATING,  /* recorded, owning its extents, not yet live: see docs/states.md */
         _SNAPSHOT_STATE_MAX,
         _SNAPSHOT_STATE_INVALID = -EINVAL,
 };

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "dm.h"
+#include "crash-point.h"
 #include "rollback.h"
 #include "strv.h"
 #include "tables.h"
@@ -521,6 +522,41 @@ static void remove_named(int (*namer)(const struct snapshot *, char **), const s
         (void) rbdm_remove(name);
 }
 
+/* A device to resume or remove while the volume above it is suspended, udev waited for later. */
+struct deferred {
+        const char *name;
+        uint32_t *cookie;
+};
+
+static int resume_deferred_step(void *userdata) {
+        struct deferred *d = userdata;
+
+        return rbdm_resume_deferred(d->name, d->cookie);
+}
+
+static int remove_deferred_step(void *userdata) {
+        struct deferred *d = userdata;
+
+        return rbdm_remove_deferred(d->name, d->cookie);
+}
+
+/* With suspend, the volume is suspended meanwhile: no origin write is half-way through the snapshot. */
+static int remove_snapshot_device(const char *volume, bool suspend, const char *snap_name) {
+        uint32_t cookie = 0;
+        int r;
+
+        if (suspend)
+                r = rbdm_swap(volume, &(const struct rbdm_swap) {
+                        .step = remove_deferred_step,
+                        .userdata = &(struct deferred) { snap_name, &cookie },
+                        .cookie = &cookie,
+                });
+        else
+                r = rbdm_remove_deferred(snap_name, &cookie);
+        rbdm_udev_wait(cookie);
+        return r;
+}
+
 int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_create *c, char **ret_name) {
         _cleanup_free_ char *name = NULL, *snap_name = NULL, *snap_uuid = NULL, *origin = NULL,
                             *snap_table = NULL, *real_uuid = NULL;
@@ -529,7 +565,7 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
         struct snapshot *s;
         struct volume *v;
         enum backend b;
-        bool armed, real_created = false, cow_created = false, snap_created = false, suspended = false;
+        bool armed, volume_added = false, real_created = false, cow_created = false, snap_created = false;
         uint32_t cookie = 0;
         uint64_t size, extents;
         int r;
@@ -577,6 +613,7 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
                 v = pool_add_volume(p, volume, info.uuid[0] ? info.uuid : NULL, st.real_table);
                 if (!v)
                         return -ENOMEM;
+                volume_added = true;
         } else if (!armed) {
                 free(v->table);
                 v->table = strdup(st.real_table);
@@ -597,7 +634,7 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
         s->description = c->description ? strdup(c->description) : NULL;
         s->created_usec = now_usec(CLOCK_REALTIME);
         s->chunk_sectors = p->meta.settings.chunk_sectors;
-        s->state = SNAPSHOT_ACTIVE;
+        s->state = SNAPSHOT_CREATING;
         s->upgrade = c->upgrade;
         if (!s->volume || (c->description && !s->description))
                 goto fail_nomem;
@@ -610,6 +647,12 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
         r = zero_cow_header(p, s);
         if (r < 0)
                 goto fail;
+        /* Owns its extents before it is live: a crash now leaves no COW on free extents. */
+        s->state = SNAPSHOT_CREATING;
+        r = pool_commit(p);
+        if (r < 0)
+                goto fail;
+        rb_crash_point("create-recorded");
 
         if (!armed) {
                 r = uuid_real(v, &real_uuid);
@@ -637,26 +680,21 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
                 r = table_origin(b, st.sectors, st.real_devt, &origin);
                 if (r < 0)
                         goto undo;
-                r = rbdm_load(volume, origin);
-                if (r < 0)
-                        goto undo;
         }
 
         /* The volume is frozen while the snapshot starts: its first state is a clean one. */
-        r = rbdm_suspend(volume);
-        if (r < 0)
-                goto undo;
-        suspended = true;
-        r = rbdm_resume_deferred(snap_name, &cookie);
-        if (r < 0)
-                goto undo;
-        r = rbdm_resume_deferred(volume, &cookie);
-        if (r < 0)
-                goto undo;
-        suspended = false;
+        r = rbdm_swap(volume, &(const struct rbdm_swap) {
+                .table = origin,
+                .step = resume_deferred_step,
+                .userdata = &(struct deferred) { snap_name, &cookie },
+                .cookie = &cookie,
+        });
         rbdm_udev_wait(cookie);
-        cookie = 0;
+        if (r < 0)
+                goto undo;
+        rb_crash_point("create-live");
 
+        s->state = SNAPSHOT_ACTIVE;
         r = pool_commit(p);
         if (r < 0)
                 goto undo_live;
@@ -669,26 +707,24 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
 
 undo_live:
         /* Live, but not recorded: take it all down again. */
-        (void) rbdm_suspend(volume);
-        suspended = true;
         if (!armed)
-                (void) rbdm_load(volume, st.real_table);
+                (void) rbdm_replace(volume, st.real_table);
+        (void) remove_snapshot_device(volume, armed, snap_name);
+        snap_created = false;
 undo:
-        if (!armed && !suspended)
-                (void) rbdm_clear(volume);
-        if (suspended) {
-                if (armed)
-                        (void) rbdm_clear(volume);
-                (void) rbdm_resume(volume);
-        }
-        rbdm_udev_wait(cookie);
         if (snap_created)
                 (void) rbdm_remove(snap_name);
         if (cow_created)
                 remove_named(name_cow, s);
         if (real_created)
                 (void) rbdm_remove(st.real_name);
-        goto fail;
+        /* Recorded as creating: forget it again (if this fails too, the next command marks it invalid). */
+        pool_remove_snapshot(p, s);
+        if (volume_added)
+                pool_remove_volume(p, pool_find_volume(p, volume));
+        if (pool_commit(p) < 0)
+                goto fail;
+        return r;
 fail_nomem:
         r = -ENOMEM;
 fail:
@@ -741,20 +777,16 @@ int rb_snapshot_delete(struct pool *p, const char *name) {
                 if (r < 0)
                         return r;
         }
+        /* Invalid before its device goes: a crash from here on never re-arms it as if it had seen every write. */
+        if (s->state != SNAPSHOT_INVALID) {
+                s->state = SNAPSHOT_INVALID;
+                r = pool_commit(p);
+                if (r < 0)
+                        return r;
+        }
+        rb_crash_point("delete-invalidated");
         if (info.exists) {
-                bool suspend = vinfo.exists && st.backend >= 0;
-
-                uint32_t cookie = 0;
-
-                if (suspend) {
-                        r = rbdm_suspend(volume);
-                        if (r < 0)
-                                return r;
-                }
-                r = rbdm_remove_deferred(snap_name, &cookie);
-                if (suspend)
-                        (void) rbdm_resume_deferred(volume, &cookie);
-                rbdm_udev_wait(cookie);
+                r = remove_snapshot_device(volume, vinfo.exists && st.backend >= 0, snap_name);
                 if (r < 0)
                         return r;
         }
@@ -764,6 +796,7 @@ int rb_snapshot_delete(struct pool *p, const char *name) {
                         return r;
         }
         remove_named(name_cow, s);
+        rb_crash_point("delete-removed");
 
         v = pool_find_volume(p, volume);
         if (v && v->revert && strcmp(v->revert, name) == 0) {
@@ -830,6 +863,16 @@ int rb_refresh_states(struct pool *p, unsigned *ret_changed) {
         unsigned changed = 0;
 
         /*
+         * We hold the lock, so whoever was creating these died on the way:
+         * whether or not their device went live, they may have missed writes.
+         */
+        for (size_t i = 0; i < p->meta.n_snapshots; i++)
+                if (p->meta.snapshots[i].state == SNAPSHOT_CREATING) {
+                        p->meta.snapshots[i].state = SNAPSHOT_INVALID;
+                        changed++;
+                }
+
+        /*
          * A volume back on its own table (booted without the early-boot hook)
          * has been written untracked: its snapshots no longer match it.  A
          * merge it was under is over too: resumed later, it would copy the
@@ -883,10 +926,52 @@ int rb_cancel_revert(struct pool *p, const char *volume) {
         return pool_commit(p);
 }
 
-/* Loads the merge table: the volume is not in use, so the stack can be rebuilt freely. */
-static int merge_now(struct pool *p, struct volume *v, struct snapshot *s) {
+struct merge_swap {
+        struct pool *pool;
+        struct volume *volume;
+        struct snapshot *snapshot;
+        const struct stack *stack;
+        enum backend backend;
+        const char *table;
+        bool untracked;         /* out: the snapshot's device is gone */
+};
+
+/* With the volume suspended: its snapshot device goes, the merge table comes. */
+static int merge_swap_step(void *userdata) {
+        struct merge_swap *m = userdata;
+        struct pool *p = m->pool;
+
+        remove_named(name_snapshot, m->snapshot);
+        m->untracked = true;
+        if (m->backend != m->stack->backend)
+                for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                        struct snapshot *o = &p->meta.snapshots[i];
+                        _cleanup_free_ char *n = NULL, *t = NULL;
+
+                        if (o == m->snapshot || strcmp(o->volume, m->volume->name) != 0 ||
+                            o->state != SNAPSHOT_ACTIVE)
+                                continue;
+                        if (name_snapshot(o, &n) < 0 || snapshot_table(m->stack, m->backend, o, false, &t) < 0)
+                                continue;
+                        /* Same COW, the other implementation: the format is the same. */
+                        (void) rbdm_remove(n);
+                        if (rbdm_create(n, NULL) < 0)
+                                continue;
+                        if (rbdm_load(n, t) < 0 || rbdm_resume(n) < 0)
+                                (void) rbdm_remove(n);
+                }
+        return rbdm_load(m->volume->name, m->table);
+}
+
+/*
+ * Loads the merge table: the volume is not in use, so the stack can be
+ * rebuilt freely.  On failure, ret_untracked says whether the snapshot
+ * stopped tracking the volume's writes on the way.
+ */
+static int merge_now(struct pool *p, struct volume *v, struct snapshot *s, bool *ret_untracked) {
+        struct merge_swap m = {};
         _cleanup_(stack_done) struct stack st = {};
-        _cleanup_free_ char *merge = NULL, *snap_name = NULL;
+        _cleanup_free_ char *merge = NULL;
         struct rbdm_info info;
         enum backend b;
         int r;
@@ -913,46 +998,17 @@ static int merge_now(struct pool *p, struct volume *v, struct snapshot *s) {
                 }
         }
 
-        r = name_snapshot(s, &snap_name);
-        if (r < 0)
-                return r;
         r = snapshot_table(&st, b, s, true, &merge);
         if (r < 0)
                 return r;
-        r = rbdm_suspend(v->name);
-        if (r < 0)
-                return r;
-        remove_named(name_snapshot, s);
-        if (b != st.backend)
-                for (size_t i = 0; i < p->meta.n_snapshots; i++) {
-                        struct snapshot *o = &p->meta.snapshots[i];
-                        _cleanup_free_ char *n = NULL, *t = NULL;
-
-                        if (o == s || strcmp(o->volume, v->name) != 0 || o->state != SNAPSHOT_ACTIVE)
-                                continue;
-                        if (name_snapshot(o, &n) < 0 || snapshot_table(&st, b, o, false, &t) < 0)
-                                continue;
-                        /* Same COW, the other implementation: the format is the same. */
-                        (void) rbdm_remove(n);
-                        if (rbdm_create(n, NULL) < 0)
-                                continue;
-                        if (rbdm_load(n, t) < 0 || rbdm_resume(n) < 0)
-                                (void) rbdm_remove(n);
-                }
-        r = rbdm_load(v->name, merge);
-        if (r < 0)
-                goto resume;
-        r = rbdm_resume(v->name);
-        if (r < 0)
-                (void) rbdm_clear(v->name);
-        else
-                return 0;
-resume:
-        (void) rbdm_resume(v->name);
+        m = (struct merge_swap) { .pool = p, .volume = v, .snapshot = s, .stack = &st, .backend = b, .table = merge };
+        r = rbdm_swap(v->name, &(const struct rbdm_swap) { .step = merge_swap_step, .userdata = &m });
+        *ret_untracked = m.untracked;
         return r;
 }
 
 int rb_revert(struct pool *p, const char *name, bool now) {
+        bool untracked = false;
         struct snapshot *s;
         struct volume *v;
         struct rb_usage u;
@@ -1006,12 +1062,13 @@ int rb_revert(struct pool *p, const char *name, bool now) {
         r = pool_commit(p);
         if (r < 0)
                 goto fail;
-        r = merge_now(p, v, s);
+        rb_crash_point("revert-recorded");
+        r = merge_now(p, v, s, &untracked);
         if (r < 0) {
-                /* Nothing merged: the snapshot is as it was. */
+                /* Nothing merged; but once its device went, the volume was written past it. */
                 s = pool_find_snapshot(p, name);
                 v = pool_find_volume(p, s->volume);
-                s->state = SNAPSHOT_ACTIVE;
+                s->state = untracked ? SNAPSHOT_INVALID : SNAPSHOT_ACTIVE;
                 free(v->merging);
                 v->merging = NULL;
                 (void) pool_commit(p);
@@ -1311,6 +1368,34 @@ int rb_pool_open_locked(const char *path, struct pool **ret_pool, int *ret_lock)
         return 0;
 }
 
+struct arm {
+        struct pool *pool;
+        bool *live;
+        struct rb_boot_report *report;
+};
+
+/* With the volume suspended: its snapshots start; one that does not is invalid. */
+static int arm_step(void *userdata) {
+        struct arm *a = userdata;
+        struct pool *p = a->pool;
+
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                _cleanup_free_ char *name = NULL;
+
+                if (!a->live[i] || name_snapshot(&p->meta.snapshots[i], &name) < 0)
+                        continue;
+                if (rbdm_resume(name) < 0) {
+                        (void) rbdm_remove(name);
+                        remove_named(name_cow, &p->meta.snapshots[i]);
+                        a->live[i] = false;
+                        p->meta.snapshots[i].state = SNAPSHOT_INVALID;
+                        a->report->invalidated++;
+                } else
+                        a->report->armed++;
+        }
+        return 0;
+}
+
 int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *ret) {
         _cleanup_(stack_done) struct stack st = {};
         _cleanup_free_ char *top = NULL, *real_uuid = NULL;
@@ -1422,34 +1507,13 @@ bad_snapshot:
                 r = table_origin(ret->backend, st.sectors, st.real_devt, &top);
         if (r < 0)
                 goto remove_snapshots;
-        r = rbdm_load(volume, top);
+        r = rbdm_swap(volume, &(const struct rbdm_swap) {
+                .table = top,
+                .step = arm_step,
+                .userdata = &(struct arm) { p, live, ret },
+        });
         if (r < 0)
                 goto remove_snapshots;
-        r = rbdm_suspend(volume);
-        if (r < 0) {
-                (void) rbdm_clear(volume);
-                goto remove_snapshots;
-        }
-        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
-                _cleanup_free_ char *name = NULL;
-
-                if (!live[i] || name_snapshot(&p->meta.snapshots[i], &name) < 0)
-                        continue;
-                if (rbdm_resume(name) < 0) {
-                        (void) rbdm_remove(name);
-                        remove_named(name_cow, &p->meta.snapshots[i]);
-                        live[i] = false;
-                        p->meta.snapshots[i].state = SNAPSHOT_INVALID;
-                        ret->invalidated++;
-                } else
-                        ret->armed++;
-        }
-        r = rbdm_resume(volume);
-        if (r < 0) {
-                (void) rbdm_clear(volume);
-                (void) rbdm_resume(volume);
-                goto remove_snapshots;
-        }
         free(live);
         if (ret->merge_started) {
                 struct rb_usage u;

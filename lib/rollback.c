@@ -859,6 +859,35 @@ static unsigned invalidate_volume_snapshots(struct pool *p, const char *volume) 
         return n;
 }
 
+/* Removes a device of ours unless something (a mount, a device above) still holds it. */
+static void remove_unused(const char *name) {
+        struct rbdm_info info;
+
+        if (rbdm_info(name, &info) >= 0 && info.exists && info.open_count == 0)
+                (void) rbdm_remove(name);
+}
+
+/*
+ * The devices left of a volume's stack once its table was replaced (LVM's
+ * lvextend, lvchange --refresh, pvmove load their own): snapshots first,
+ * then their COWs and the -real device beneath, so a new snapshot can arm
+ * the volume again.  What is in use stays until it is not.
+ */
+static void remove_stale_stack(struct pool *p, const char *volume, const struct stack *st) {
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                struct snapshot *s = &p->meta.snapshots[i];
+                _cleanup_free_ char *snap = NULL, *cow = NULL;
+
+                if (strcmp(s->volume, volume) != 0)
+                        continue;
+                if (name_snapshot(s, &snap) >= 0)
+                        remove_unused(snap);
+                if (name_cow(s, &cow) >= 0)
+                        remove_unused(cow);
+        }
+        remove_unused(st->real_name);
+}
+
 int rb_refresh_states(struct pool *p, unsigned *ret_changed) {
         unsigned changed = 0;
 
@@ -887,6 +916,7 @@ int rb_refresh_states(struct pool *p, unsigned *ret_changed) {
                     stack_read(v->name, &st) < 0 || st.backend >= 0)
                         continue;
                 changed += invalidate_volume_snapshots(p, v->name);
+                remove_stale_stack(p, v->name, &st);
                 free(v->merging);
                 v->merging = NULL;
                 free(v->revert);

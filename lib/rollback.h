@@ -15,6 +15,9 @@
 #include "pool.h"
 
 #define RB_LOCK_PATH "/run/rollback.lock"
+/* Why a snapshot can be invalid, for every message that says it is. */
+#define RB_INVALID_WHY "its COW overflowed or failed, a crash caught it being created or deleted, or its " \
+        "volume was written without it (booted without rollback, or its table replaced, as by lvextend)"
 
 /* An exclusive lock over the pool for one operation; -1 is "not held". */
 int rb_lock(int *ret_fd);

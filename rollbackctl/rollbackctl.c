@@ -168,7 +168,7 @@ static const char *error_text(int r) {
         case ENOTBLK: return "not a device-mapper volume (rollback snapshots LVs and other dm devices)";
         case EISDIR: return "that is one of rollback's own devices, not a volume";
         case EADDRINUSE: return "the device is in use";
-        case ESTALE: return "the snapshot is invalid (its COW overflowed or failed, or its volume was written while it was not armed): it cannot be reverted to";
+        case ESTALE: return "the snapshot is invalid (" RB_INVALID_WHY "): it cannot be reverted to";
         default: return NULL;
         }
 }
@@ -441,8 +441,8 @@ static int verb_status(int argc, char *argv[]) {
                 json_object *s = json_object_array_get_idx(snaps, i);
 
                 if (strcmp(jstr(s, "state") ?: "", snapshot_state_to_string(SNAPSHOT_INVALID)) == 0)
-                        printf("WARNING: snapshot %s of %s is invalid (its COW overflowed or failed, or the volume "
-                               "was written while it was not armed): it cannot be reverted to.\n",
+                        printf("WARNING: snapshot %s of %s is invalid (" RB_INVALID_WHY "): it cannot be "
+                               "reverted to.\n",
                                jstr(s, "name"), jstr(s, "volume"));
         }
         json_object_object_get_ex(j, "pool", &pool);

@@ -269,9 +269,8 @@ static void report_invalid(struct daemon *d, struct pool *p, const uint8_t *was)
                                   "(booted without rollback), so it is half merged; check its filesystem.",
                                   s->name, s->volume);
                 else
-                        log_error("Snapshot %s of %s became invalid (its COW overflowed or failed, or the volume "
-                                  "was written while it was not armed): it can no longer be reverted to; delete "
-                                  "it to free its extents.", s->name, s->volume);
+                        log_error("Snapshot %s of %s became invalid (" RB_INVALID_WHY "): it can no longer be "
+                                  "reverted to; delete it to free its extents.", s->name, s->volume);
                 (void) sd_bus_emit_signal(d->bus, RB_BUS_PATH, RB_BUS_INTERFACE, "SnapshotInvalidated", "s",
                                           s->name);
         }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <sys/sysmacros.h>
 
 #include "dm.h"
@@ -48,15 +49,16 @@ static int task_new(int type, const char *name, struct dm_task **ret) {
 /* Runs a task with a udev cookie; waits for udev unless the caller collects the cookie. */
 static int task_run_cookie(struct dm_task *t, uint32_t *cookie) {
         uint32_t own = 0;
-        int ok;
+        int ok, r;
 
         if (!dm_task_set_cookie(t, cookie ?: &own, 0))
                 return -EIO;
         errno = 0;
         ok = dm_task_run(t);
+        r = ok ? 0 : dm_errno(EIO);
         if (!cookie)
-                (void) dm_udev_wait(own);
-        return ok ? 0 : dm_errno(EIO);
+                (void) rbdm_udev_wait(own);
+        return r;
 }
 
 static int task_run(struct dm_task *t, bool udev) {
@@ -203,9 +205,20 @@ int rbdm_resume_deferred(const char *name, uint32_t *cookie) {
         return task_run_cookie(t, cookie);
 }
 
-void rbdm_udev_wait(uint32_t cookie) {
-        if (cookie)
-                (void) dm_udev_wait(cookie);
+int rbdm_udev_wait(uint32_t cookie) {
+        int ready = 0;
+
+        if (!cookie)
+                return 0;
+        /* udev may be gone or stuck: waiting for it must not hang us (its nodes we make ourselves). */
+        for (unsigned i = 0; i < RBDM_UDEV_TIMEOUT_SEC * 10; i++) {
+                if (!dm_udev_wait_immediate(cookie, &ready))
+                        return -EIO;
+                if (ready)
+                        return 0;
+                (void) usleep(100 * 1000);
+        }
+        return -ETIMEDOUT;
 }
 
 int rbdm_remove_deferred(const char *name, uint32_t *cookie) {

@@ -40,7 +40,9 @@ int rbdm_remove(const char *name);
  */
 int rbdm_resume_deferred(const char *name, uint32_t *cookie);
 int rbdm_remove_deferred(const char *name, uint32_t *cookie);
-void rbdm_udev_wait(uint32_t cookie);
+/* Waits for udev to finish with cookie, for RBDM_UDEV_TIMEOUT_SEC at most (then -ETIMEDOUT). */
+#define RBDM_UDEV_TIMEOUT_SEC 30
+int rbdm_udev_wait(uint32_t cookie);
 /*
  * The one place where a device is suspended.  Loads table (if any) as the
  * inactive table, suspends the device with memory locked, runs step (which

@@ -553,7 +553,7 @@ static int remove_snapshot_device(const char *volume, bool suspend, const char *
                 });
         else
                 r = rbdm_remove_deferred(snap_name, &cookie);
-        rbdm_udev_wait(cookie);
+        (void) rbdm_udev_wait(cookie);
         return r;
 }
 
@@ -689,7 +689,7 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
                 .userdata = &(struct deferred) { snap_name, &cookie },
                 .cookie = &cookie,
         });
-        rbdm_udev_wait(cookie);
+        (void) rbdm_udev_wait(cookie);
         if (r < 0)
                 goto undo;
         rb_crash_point("create-live");

@@ -443,6 +443,8 @@ int main(int argc, char *argv[]) {
         r = sd_event_default(&d.event);
         if (r < 0)
                 return log_error_errno(r, "Failed to get an event loop: %m"), 1;
+        /* Pings systemd's watchdog (WatchdogSec=) from the loop: a stuck daemon gets restarted. */
+        (void) sd_event_set_watchdog(d.event, true);
         (void) sd_event_add_signal(d.event, NULL, SIGTERM, NULL, NULL);
         (void) sd_event_add_signal(d.event, NULL, SIGINT, NULL, NULL);
 

@@ -80,16 +80,36 @@ static int hold_snapshots(char *argv0) {
         }
 }
 
+/* As dracut waits for root: the pool's device may come up after us (udev, a slow disk, LVM). */
+static int open_pool_waiting(const char *pool, unsigned wait_sec, struct pool **ret, int *ret_lock) {
+        uint64_t deadline = now_usec(CLOCK_MONOTONIC) + (uint64_t) wait_sec * 1000000;
+        bool said = false;
+        int r;
+
+        for (;;) {
+                r = rb_pool_open_locked(pool, ret, ret_lock);
+                if (r != -ENXIO || now_usec(CLOCK_MONOTONIC) >= deadline)
+                        return r;
+                if (!said) {
+                        log_info("waiting up to %u s for the rollback pool to appear", wait_sec);
+                        said = true;
+                }
+                (void) usleep(250 * 1000);
+        }
+}
+
 int main(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument,       NULL, 'h' },
                 { "pool", required_argument, NULL, 'p' },
                 { "hold", no_argument,       NULL, 'H' },
+                { "wait", required_argument, NULL, 'w' },
                 {}
         };
         _cleanup_pool_ struct pool *p = NULL;
         _cleanup_close_ int lock = -1;
         const char *pool = NULL;
+        unsigned wait_sec = 0;
         size_t n;
         char **names;
         int c, r, failed = 0, blocked = 0;
@@ -99,14 +119,22 @@ int main(int argc, char *argv[]) {
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
                 switch (c) {
                 case 'h':
-                        printf("Usage: rollback-boot [--pool DEVICE|UUID=UUID]\n"
+                        printf("Usage: rollback-boot [--pool DEVICE|UUID=UUID] [--wait SECONDS]\n"
                                "       rollback-boot --hold\n\n"
                                "Re-arms rollback's snapshots and starts a pending merge, before root is mounted.\n"
                                "--hold (at shutdown) keeps the snapshot devices open until root is unmounted.\n"
-                               "The pool is the one recorded in " RB_POOL_ID_PATH " unless --pool says otherwise.\n");
+                               "The pool is the one recorded in " RB_POOL_ID_PATH " unless --pool says otherwise.\n"
+                               "--wait: how long to wait for that pool's device to appear.\n"
+                               "Exit status: 0 done, 1 failed (boot goes on), 3 root must not be mounted.\n");
                         return 0;
                 case 'p':
                         pool = optarg;
+                        break;
+                case 'w':
+                        if (safe_atou(optarg, &wait_sec) < 0) {
+                                log_error("invalid --wait '%s' (seconds)", optarg);
+                                return 2;
+                        }
                         break;
                 case 'H':
                         log_set_program("rollback-hold");
@@ -115,15 +143,19 @@ int main(int argc, char *argv[]) {
                         return 2;
                 }
 
-        r = rb_pool_open_locked(pool, &p, &lock);
+        r = open_pool_waiting(pool, wait_sec, &p, &lock);
         if (r == -ENOMEDIUM) {
                 log_info("no pool found, nothing to do");
                 return 0;
         }
         if (r == -ENXIO) {
-                log_error("the rollback pool %s is not here: snapshots are not armed this boot",
-                          pool ?: "recorded in " RB_POOL_ID_PATH);
-                return 1;
+                /* Whether a revert is pending is written on the pool: without it, root may not be mounted. */
+                log_error("the rollback pool %s did not appear in %u s. A revert or merge may be pending on it, "
+                          "so root is not mounted. Attach the pool's device and try again; or boot with "
+                          "rd.rollback=0 to go on without rollback, after which the snapshots no longer match "
+                          "the volume: delete them once the pool is back.",
+                          pool ?: "recorded in " RB_POOL_ID_PATH, wait_sec);
+                return 3;
         }
         if (r < 0) {
                 log_error_errno(r, "cannot open the pool: %m; snapshots are not armed this boot");

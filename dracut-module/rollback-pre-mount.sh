@@ -7,12 +7,14 @@ if getargbool 1 rd.rollback; then
         info "rollback: arming snapshots"
         # rd.rollback.pool=UUID: that pool, not the one recorded by init.
         pool=$(getarg rd.rollback.pool=)
-        # 3: a merge could not be loaded; root is not mounted until it can be.
+        # rd.rollback.timeout=SEC: how long to wait for the pool's device, as for root.
+        timeout=$(getarg rd.rollback.timeout=)
+        # 3: the pool is missing or a merge could not be loaded; root is not mounted until it can be.
         while :; do
-                @libexecdir@/rollback/rollback-boot ${pool:+--pool "UUID=$pool"}
+                @libexecdir@/rollback/rollback-boot ${pool:+--pool "UUID=$pool"} --wait "${timeout:-30}"
                 case $? in
                 0) break ;;
-                3) emergency_shell -n rollback "rollback: a merge could not be loaded, so root is not mounted (see dmesg). Fix the cause and exit this shell to try again, or reboot with rd.rollback=0 to boot without rollback." ;;
+                3) emergency_shell -n rollback "rollback: root is not mounted (the reason is in the kernel log: dmesg | grep rollback). Fix the cause and exit this shell to try again, or reboot with rd.rollback=0 to boot without rollback." ;;
                 *) warn "rollback: the early-boot step failed; see the kernel log"; break ;;
                 esac
         done

@@ -27,13 +27,6 @@ static const char *const merge_state_table[_MERGE_STATE_MAX] = {
 
 DEFINE_STRING_TABLE(merge_state, enum merge_state, _MERGE_STATE_MAX);
 
-static uint64_t now_usec(clockid_t clock) {
-        struct timespec ts;
-
-        clock_gettime(clock, &ts);
-        return (uint64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 int rb_lock(int *ret_fd) {
         int fd;
 

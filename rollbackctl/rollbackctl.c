@@ -936,19 +936,12 @@ static int parse_argv(int argc, char *argv[]) {
                         }
                         arg_backend_set = true;
                         break;
-                case ARG_TIMEOUT: {
-                        char *end;
-                        unsigned long v;
-
-                        errno = 0;
-                        v = strtoul(optarg, &end, 10);
-                        if (errno || end == optarg || *end || v > 1000000) {
+                case ARG_TIMEOUT:
+                        if (safe_atou(optarg, &arg_timeout) < 0 || arg_timeout > 1000000) {
                                 log_error("invalid timeout '%s' (seconds)", optarg);
                                 return -EINVAL;
                         }
-                        arg_timeout = v;
                         break;
-                }
                 default:
                         return -EINVAL;
                 }

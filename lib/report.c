@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The JSON reports of list and status.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dm.h"
+#include "macro.h"
+#include "rollback.h"
+#include "stack.h"
+#include "tables.h"
+
+int rb_list_json(struct pool *p, json_object **ret) {
+        json_object *a = json_object_new_array();
+
+        if (!a)
+                return -ENOMEM;
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                const struct snapshot *s = &p->meta.snapshots[i];
+                const struct volume *v = pool_find_volume(p, s->volume);
+                json_object *o = json_object_new_object();
+                uint64_t size = snapshot_extent_count(s) * p->geo.extent_sectors * 512;
+                struct rb_usage u;
+                _cleanup_free_ char *dev = NULL;
+                const char *state = snapshot_state_to_string(s->state);
+
+                if (rb_snapshot_usage(p, s, &u) < 0)
+                        u = (struct rb_usage) {};
+                if (s->state == SNAPSHOT_ACTIVE && u.invalid)
+                        state = snapshot_state_to_string(SNAPSHOT_INVALID);
+                json_object_object_add(o, "name", json_object_new_string(s->name));
+                json_object_object_add(o, "volume", json_object_new_string(s->volume));
+                json_object_object_add(o, "created_usec", json_object_new_uint64(s->created_usec));
+                json_object_object_add(o, "description",
+                                       s->description ? json_object_new_string(s->description) : NULL);
+                json_object_object_add(o, "state", json_object_new_string(state));
+                json_object_object_add(o, "upgrade", json_object_new_boolean(s->upgrade));
+                json_object_object_add(o, "revert_pending",
+                                       json_object_new_boolean(v && v->revert && strcmp(v->revert, s->name) == 0));
+                json_object_object_add(o, "size_bytes", json_object_new_uint64(size));
+                json_object_object_add(o, "used_bytes", json_object_new_uint64(u.allocated * 512));
+                json_object_object_add(o, "used_percent",
+                                       json_object_new_double(u.total ? 100.0 * u.allocated / u.total : 0.0));
+                json_object_object_add(o, "chunk_sectors", json_object_new_uint64(s->chunk_sectors));
+                if (s->state == SNAPSHOT_ACTIVE && name_snapshot(s, &dev) >= 0 && u.present) {
+                        char path[PATH_MAX];
+
+                        snprintf(path, sizeof(path), "/dev/mapper/%s", dev);
+                        json_object_object_add(o, "device", json_object_new_string(path));
+                } else
+                        json_object_object_add(o, "device", NULL);
+                json_object_array_add(a, o);
+        }
+        *ret = a;
+        return 0;
+}
+
+int rb_status_json(struct pool *p, json_object **ret) {
+        json_object *root = json_object_new_object(), *pool, *volumes, *snapshots;
+        uint64_t extent_bytes = p->geo.extent_sectors * 512, free_extents = pool_free_extents(p);
+        char uuid[POOL_UUID_STRING_MAX];
+        int r;
+
+        if (!root)
+                return -ENOMEM;
+        pool_uuid_to_string(p->geo.uuid, uuid);
+        pool = json_object_new_object();
+        json_object_object_add(pool, "device", json_object_new_string(p->path ? p->path : ""));
+        json_object_object_add(pool, "uuid", json_object_new_string(uuid));
+        json_object_object_add(pool, "extent_size_bytes", json_object_new_uint64(extent_bytes));
+        json_object_object_add(pool, "extents_total", json_object_new_uint64(p->geo.extent_count));
+        json_object_object_add(pool, "extents_free", json_object_new_uint64(free_extents));
+        json_object_object_add(pool, "used_percent",
+                               json_object_new_double(p->geo.extent_count ?
+                                       100.0 * (p->geo.extent_count - free_extents) / p->geo.extent_count : 0.0));
+        json_object_object_add(pool, "metadata_sequence", json_object_new_uint64(p->seq));
+        json_object_object_add(pool, "backend",
+                               json_object_new_string(backend_to_string(p->meta.settings.backend)));
+        json_object_object_add(root, "pool", pool);
+
+        volumes = json_object_new_array();
+        for (size_t i = 0; i < p->meta.n_volumes; i++) {
+                const struct volume *v = &p->meta.volumes[i];
+                json_object *o = json_object_new_object(), *m;
+                struct rb_merge_progress mp;
+                _cleanup_(stack_done) struct stack st = {};
+
+                json_object_object_add(o, "name", json_object_new_string(v->name));
+                json_object_object_add(o, "backend",
+                                       stack_read(v->name, &st) >= 0 && st.backend >= 0 ?
+                                       json_object_new_string(backend_to_string(st.backend)) : NULL);
+                json_object_object_add(o, "revert_pending", v->revert ? json_object_new_string(v->revert) : NULL);
+                if (v->merging && rb_merge_poll(p, v->name, false, &mp) >= 0) {
+                        m = json_object_new_object();
+                        json_object_object_add(m, "snapshot", json_object_new_string(v->merging));
+                        json_object_object_add(m, "state", json_object_new_string(merge_state_to_string(mp.state)));
+                        json_object_object_add(m, "percent", json_object_new_double(mp.percent));
+                        json_object_object_add(m, "chunks_total", json_object_new_uint64(mp.chunks_total));
+                        json_object_object_add(m, "chunks_remaining", json_object_new_uint64(mp.chunks_remaining));
+                        json_object_object_add(m, "eta_seconds",
+                                               mp.eta_seconds >= 0 ? json_object_new_int64(mp.eta_seconds) : NULL);
+                } else
+                        m = NULL;
+                json_object_object_add(o, "merge", m);
+                json_object_array_add(volumes, o);
+        }
+        json_object_object_add(root, "volumes", volumes);
+        r = rb_list_json(p, &snapshots);
+        if (r < 0) {
+                json_object_put(root);
+                return r;
+        }
+        json_object_object_add(root, "snapshots", snapshots);
+        *ret = root;
+        return 0;
+}

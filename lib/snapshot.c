@@ -1,0 +1,412 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Snapshot operations: create, delete, usage, extend, retention.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "crash-point.h"
+#include "dm.h"
+#include "macro.h"
+#include "rollback.h"
+#include "stack.h"
+#include "tables.h"
+
+static int make_snapshot_name(struct pool *p, char **ret) {
+        char buf[64];
+        time_t t = time(NULL);
+        struct tm tm;
+
+        localtime_r(&t, &tm);
+        strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
+        for (int i = 0; i < 100; i++) {
+                char name[80];
+
+                if (i == 0)
+                        snprintf(name, sizeof(name), "%s", buf);
+                else
+                        snprintf(name, sizeof(name), "%s-%d", buf, i);
+                if (!pool_find_snapshot(p, name)) {
+                        *ret = strdup(name);
+                        return *ret ? 0 : -ENOMEM;
+                }
+        }
+        return -EEXIST;
+}
+
+static bool name_is_reserved(const char *name) {
+        size_t n = strlen(name);
+
+        return (n >= 5 && strcmp(name + n - 5, "-real") == 0) || (n >= 4 && strcmp(name + n - 4, "-cow") == 0);
+}
+
+int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_create *c, char **ret_name) {
+        _cleanup_free_ char *name = NULL, *snap_name = NULL, *snap_uuid = NULL, *origin = NULL,
+                            *snap_table = NULL, *real_uuid = NULL;
+        _cleanup_(stack_done) struct stack st = {};
+        struct rbdm_info info;
+        struct snapshot *s;
+        struct volume *v;
+        enum backend b;
+        bool armed, volume_added = false, real_created = false, cow_created = false, snap_created = false;
+        uint32_t cookie = 0;
+        uint64_t size, extents;
+        int r;
+
+        if (p->devnum == 0)
+                return -ENOTBLK;
+        if (c->name) {
+                if (!snapshot_name_is_valid(c->name) || name_is_reserved(c->name))
+                        return -EINVAL;
+                if (pool_find_snapshot(p, c->name))
+                        return -EEXIST;
+                name = strdup(c->name);
+                if (!name)
+                        return -ENOMEM;
+        } else {
+                r = make_snapshot_name(p, &name);
+                if (r < 0)
+                        return r;
+        }
+
+        /* The pool refuses a document naming a volume it could not name itself. */
+        if (!dm_name_is_valid(volume))
+                return -EINVAL;
+        r = rbdm_info(volume, &info);
+        if (r < 0)
+                return r;
+        if (!info.exists)
+                return -ENODEV;
+        r = stack_read(volume, &st);
+        if (r < 0)
+                return r;
+        if (st.merging)
+                return -EINPROGRESS;
+        armed = st.backend >= 0;
+        if (armed)
+                b = st.backend;
+        else {
+                r = rb_backend_resolve(p->meta.settings.backend, false, &b);
+                if (r < 0)
+                        return r;
+        }
+
+        v = pool_find_volume(p, volume);
+        if (!v) {
+                v = pool_add_volume(p, volume, info.uuid[0] ? info.uuid : NULL, st.real_table);
+                if (!v)
+                        return -ENOMEM;
+                volume_added = true;
+        } else if (!armed) {
+                free(v->table);
+                v->table = strdup(st.real_table);
+                if (!v->table)
+                        return -ENOMEM;
+        }
+
+        size = c->size ? c->size : st.sectors * 512 / 100 * p->meta.settings.snapshot_percent;
+        extents = (size + p->geo.extent_sectors * 512 - 1) / (p->geo.extent_sectors * 512);
+        if (extents == 0)
+                extents = 1;
+
+        s = pool_add_snapshot(p);
+        if (!s)
+                return -ENOMEM;
+        s->name = TAKE_PTR(name);
+        s->volume = strdup(volume);
+        s->description = c->description ? strdup(c->description) : NULL;
+        s->created_usec = now_usec(CLOCK_REALTIME);
+        s->chunk_sectors = p->meta.settings.chunk_sectors;
+        s->state = SNAPSHOT_CREATING;
+        s->upgrade = c->upgrade;
+        if (!s->volume || (c->description && !s->description))
+                goto fail_nomem;
+        r = snapshot_id_new(&s->id);
+        if (r < 0)
+                goto fail;
+        r = pool_allocate_extents(p, extents, &s->extents, &s->n_extents);
+        if (r < 0)
+                goto fail;
+        r = zero_cow_header(p, s);
+        if (r < 0)
+                goto fail;
+        /* Owns its extents before it is live: a crash now leaves no COW on free extents. */
+        s->state = SNAPSHOT_CREATING;
+        r = pool_commit(p);
+        if (r < 0)
+                goto fail;
+        rb_crash_point("create-recorded");
+
+        if (!armed) {
+                r = uuid_real(v, &real_uuid);
+                if (r < 0)
+                        goto fail;
+                r = device_create(st.real_name, real_uuid, st.real_table, true);
+                if (r < 0)
+                        goto fail;
+                real_created = true;
+                r = rbdm_devt(st.real_name, st.real_devt);
+                if (r < 0)
+                        goto undo;
+        }
+        r = cow_device_create(p, s, &cow_created);
+        if (r < 0)
+                goto undo;
+        if ((r = name_snapshot(s, &snap_name)) < 0 || (r = uuid_snapshot(s, &snap_uuid)) < 0 ||
+            (r = snapshot_table(&st, b, s, false, &snap_table)) < 0)
+                goto undo;
+        r = device_create(snap_name, snap_uuid, snap_table, false);
+        if (r < 0)
+                goto undo;
+        snap_created = true;
+        if (!armed) {
+                r = table_origin(b, st.sectors, st.real_devt, &origin);
+                if (r < 0)
+                        goto undo;
+        }
+
+        /* The volume is frozen while the snapshot starts: its first state is a clean one. */
+        r = rbdm_swap(volume, &(const struct rbdm_swap) {
+                .table = origin,
+                .step = resume_deferred_step,
+                .userdata = &(struct deferred) { snap_name, &cookie },
+                .cookie = &cookie,
+        });
+        (void) rbdm_udev_wait(cookie);
+        if (r < 0)
+                goto undo;
+        rb_crash_point("create-live");
+
+        s->state = SNAPSHOT_ACTIVE;
+        r = pool_commit(p);
+        if (r < 0)
+                goto undo_live;
+        if (ret_name) {
+                *ret_name = strdup(s->name);
+                if (!*ret_name)
+                        return -ENOMEM;
+        }
+        return 0;
+
+undo_live:
+        /* Live, but not recorded: take it all down again. */
+        if (!armed)
+                (void) rbdm_replace(volume, st.real_table);
+        (void) remove_snapshot_device(volume, armed, snap_name);
+        snap_created = false;
+undo:
+        if (snap_created)
+                (void) rbdm_remove(snap_name);
+        if (cow_created)
+                remove_named(name_cow, s);
+        if (real_created)
+                (void) rbdm_remove(st.real_name);
+        /* Recorded as creating: forget it again (if this fails too, the next command marks it invalid). */
+        pool_remove_snapshot(p, s);
+        if (volume_added)
+                pool_remove_volume(p, pool_find_volume(p, volume));
+        if (pool_commit(p) < 0)
+                goto fail;
+        return r;
+fail_nomem:
+        r = -ENOMEM;
+fail:
+        (void) rb_pool_reload(p);
+        return r;
+}
+
+int rb_snapshot_delete(struct pool *p, const char *name) {
+        _cleanup_free_ char *snap_name = NULL, *volume = NULL;
+        _cleanup_(stack_done) struct stack st = {};
+        struct rbdm_info info, vinfo;
+        struct snapshot *s;
+        struct volume *v;
+        bool last;
+        int r;
+
+        s = pool_find_snapshot(p, name);
+        if (!s)
+                return -ENOENT;
+        if (s->state == SNAPSHOT_MERGING)
+                return -EINPROGRESS;
+        volume = strdup(s->volume);
+        if (!volume)
+                return -ENOMEM;
+        r = name_snapshot(s, &snap_name);
+        if (r < 0)
+                return r;
+        r = rbdm_info(snap_name, &info);
+        if (r < 0)
+                return r;
+        if (info.exists && info.open_count > 0)
+                return -EADDRINUSE;
+        last = pool_count_snapshots(p, volume, false) == 1;
+
+        r = rbdm_info(volume, &vinfo);
+        if (r < 0)
+                return r;
+        if (vinfo.exists) {
+                r = stack_read(volume, &st);
+                if (r < 0)
+                        return r;
+        }
+        /* Invalid before its device goes: a crash from here on never re-arms it as if it had seen every write. */
+        if (s->state != SNAPSHOT_INVALID) {
+                s->state = SNAPSHOT_INVALID;
+                r = pool_commit(p);
+                if (r < 0)
+                        return r;
+        }
+        rb_crash_point("delete-invalidated");
+        if (info.exists) {
+                r = remove_snapshot_device(volume, vinfo.exists && st.backend >= 0, snap_name);
+                if (r < 0)
+                        return r;
+        }
+        if (last && vinfo.exists && st.backend >= 0 && !st.merging) {
+                r = disarm(volume, &st);
+                if (r < 0)
+                        return r;
+        }
+        remove_named(name_cow, s);
+        rb_crash_point("delete-removed");
+
+        v = pool_find_volume(p, volume);
+        if (v && v->revert && strcmp(v->revert, name) == 0) {
+                free(v->revert);
+                v->revert = NULL;
+        }
+        pool_remove_snapshot(p, s);
+        if (last && v && !v->merging)
+                pool_remove_volume(p, v);
+        return pool_commit(p);
+}
+
+int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage *ret) {
+        _cleanup_free_ char *dev = NULL, *status = NULL;
+        unsigned long long a, t, m;
+        const char *params;
+        struct rbdm_info info;
+        int r, skip = 0;
+
+        *ret = (struct rb_usage) {};
+        if (s->state == SNAPSHOT_MERGING)
+                dev = strdup(s->volume);
+        else
+                r = name_snapshot(s, &dev);
+        if (!dev)
+                return -ENOMEM;
+        r = rbdm_info(dev, &info);
+        if (r < 0)
+                return r;
+        if (!info.exists || !info.live_table)
+                return 0;
+        r = rbdm_table(dev, true, &status);
+        if (r < 0)
+                return r;
+        ret->present = true;
+        /* "start len target <status>" */
+        if (sscanf(status, "%*u %*u %*s %n", &skip) < 0 || skip == 0)
+                return -EIO;
+        params = status + skip;
+        if (sscanf(params, "%llu/%llu %llu", &a, &t, &m) == 3) {
+                ret->allocated = a;
+                ret->total = t;
+                ret->metadata = m;
+        } else
+                ret->invalid = true;    /* Invalid, Overflow, Merge failed */
+        return 0;
+}
+
+int rb_snapshot_extend(struct pool *p, const char *name, uint64_t count) {
+        _cleanup_free_ struct extent_run *runs = NULL;
+        _cleanup_free_ char *cow = NULL, *table = NULL;
+        struct extent_run *all;
+        struct snapshot *s;
+        size_t n;
+        int r;
+
+        s = pool_find_snapshot(p, name);
+        if (!s)
+                return -ENOENT;
+        if (s->state != SNAPSHOT_ACTIVE)
+                return -ESTALE;
+        r = pool_allocate_extents(p, count, &runs, &n);
+        if (r < 0)
+                return r;
+        all = reallocarray(s->extents, s->n_extents + n, sizeof(*all));
+        if (!all)
+                return -ENOMEM;
+        s->extents = all;
+        for (size_t i = 0; i < n; i++) {
+                struct extent_run *last = &s->extents[s->n_extents - 1];
+
+                if (last->start + last->count == runs[i].start)
+                        last->count += runs[i].count;
+                else
+                        s->extents[s->n_extents++] = runs[i];
+        }
+        /* Reserved on disk before the COW can use them. */
+        r = pool_commit(p);
+        if (r < 0) {
+                (void) rb_pool_reload(p);
+                return r;
+        }
+        if ((r = name_cow(s, &cow)) < 0 || (r = table_cow(&p->geo, p->devnum, s, &table)) < 0)
+                return r;
+        return rbdm_replace(cow, table);
+}
+
+/*
+ * The upgrade snapshot of a volume that retention deletes next, or NULL:
+ * while more than settings.retain are kept, an invalid one (it can never be
+ * reverted to) goes before any valid one, the oldest first.  A merging
+ * snapshot is not counted, and the one pending revert is never deleted.
+ */
+struct snapshot *rb_retention_victim(struct pool *p, const char *volume) {
+        struct volume *v = pool_find_volume(p, volume);
+        struct snapshot *victim = NULL;
+        size_t n = 0;
+
+        if (p->meta.settings.retain == 0)
+                return NULL;
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                struct snapshot *s = &p->meta.snapshots[i];
+
+                if (!s->upgrade || strcmp(s->volume, volume) != 0 || s->state == SNAPSHOT_MERGING)
+                        continue;
+                n++;
+                if (v && v->revert && strcmp(v->revert, s->name) == 0)
+                        continue;
+                if (!victim ||
+                    (s->state == SNAPSHOT_INVALID) > (victim->state == SNAPSHOT_INVALID) ||
+                    ((s->state == SNAPSHOT_INVALID) == (victim->state == SNAPSHOT_INVALID) &&
+                     s->created_usec < victim->created_usec))
+                        victim = s;
+        }
+        return n > p->meta.settings.retain ? victim : NULL;
+}
+
+int rb_apply_retention(struct pool *p, const char *volume, unsigned *ret_deleted) {
+        unsigned deleted = 0;
+        struct snapshot *victim;
+
+        if (ret_deleted)
+                *ret_deleted = 0;
+        while ((victim = rb_retention_victim(p, volume))) {
+                _cleanup_free_ char *name = strdup(victim->name);
+                int r;
+
+                if (!name)
+                        return -ENOMEM;
+                r = rb_snapshot_delete(p, name);
+                if (r < 0)
+                        return r;
+                deleted++;
+                if (ret_deleted)
+                        *ret_deleted = deleted;
+        }
+        return 0;
+}

@@ -40,19 +40,10 @@ static int hold_snapshots(char *argv0) {
         if (!d)
                 return log_error_errno(-errno, "cannot list block devices: %m");
         while ((de = readdir(d))) {
-                char path[PATH_MAX], uuid[160] = "";
-                FILE *f;
+                char path[PATH_MAX], uuid[160];
 
-                if (strncmp(de->d_name, "dm-", 3) != 0)
-                        continue;
-                snprintf(path, sizeof(path), "/sys/block/%s/dm/uuid", de->d_name);
-                f = fopen(path, "re");
-                if (!f)
-                        continue;
-                if (!fgets(uuid, sizeof(uuid), f))
-                        uuid[0] = 0;
-                fclose(f);
-                if (strncmp(uuid, RB_DM_UUID_PREFIX "SNAP-", strlen(RB_DM_UUID_PREFIX "SNAP-")) != 0)
+                if (strncmp(de->d_name, "dm-", 3) != 0 || rbdm_sysfs(de->d_name, "uuid", uuid, sizeof(uuid)) < 0 ||
+                    strncmp(uuid, RB_DM_UUID_PREFIX "SNAP-", strlen(RB_DM_UUID_PREFIX "SNAP-")) != 0)
                         continue;
                 snprintf(path, sizeof(path), "/dev/%s", de->d_name);
                 /* Left open on purpose: that is the hold. */

@@ -36,17 +36,10 @@ int rb_lock(int *ret_fd) {
 }
 
 static bool is_our_device(const char *kname) {
-        char path[PATH_MAX], uuid[160] = "";
-        FILE *f;
+        char uuid[160];
 
-        snprintf(path, sizeof(path), "/sys/class/block/%s/dm/uuid", kname);
-        f = fopen(path, "re");
-        if (!f)
-                return false;
-        if (!fgets(uuid, sizeof(uuid), f))
-                uuid[0] = 0;
-        fclose(f);
-        return strncmp(uuid, RB_DM_UUID_PREFIX, strlen(RB_DM_UUID_PREFIX)) == 0;
+        return rbdm_sysfs(kname, "uuid", uuid, sizeof(uuid)) >= 0 &&
+               strncmp(uuid, RB_DM_UUID_PREFIX, strlen(RB_DM_UUID_PREFIX)) == 0;
 }
 
 int rb_pool_recorded(uint8_t ret_uuid[16]) {
@@ -120,17 +113,9 @@ int rb_device_signature(int fd, char **ret_type) {
 
 /* A suspended dm device blocks every read until it is resumed: reading it would hang us. */
 static bool is_suspended_dm(const char *kname) {
-        char path[PATH_MAX];
-        int c = '0';
-        FILE *f;
+        char suspended[8];
 
-        snprintf(path, sizeof(path), "/sys/class/block/%s/dm/suspended", kname);
-        f = fopen(path, "re");
-        if (!f)
-                return false;
-        c = fgetc(f);
-        fclose(f);
-        return c == '1';
+        return rbdm_sysfs(kname, "suspended", suspended, sizeof(suspended)) >= 0 && suspended[0] == '1';
 }
 
 /* A block device that may hold a pool: not a loop, CD, RAM disk, one of our own or a suspended one. */

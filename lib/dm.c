@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <inttypes.h>
 #include <libdevmapper.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -389,5 +390,20 @@ int rbdm_table_target(const char *table, char ret[32]) {
                 return 0;
         if (sscanf(table, "%llu %llu %31s", &start, &length, ret) != 3)
                 return -EINVAL;
+        return 0;
+}
+
+int rbdm_sysfs(const char *kname, const char *attr, char *buf, size_t size) {
+        char path[PATH_MAX];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/sys/class/block/%s/dm/%s", kname, attr);
+        f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        if (!fgets(buf, size, f))
+                buf[0] = 0;
+        fclose(f);
+        buf[strcspn(buf, "\n")] = 0;
         return 0;
 }

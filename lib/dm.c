@@ -209,8 +209,10 @@ int rbdm_resume_deferred(const char *name, uint32_t *cookie) {
 int rbdm_udev_wait(uint32_t cookie) {
         int ready = 0;
 
+        /* Cookie 0 (no udev): dm_udev_wait() makes the nodes libdevmapper has queued; only
+         * it or the process's exit does, and rollbackd does not exit. */
         if (!cookie)
-                return 0;
+                return dm_udev_wait(0) ? 0 : -EIO;
         /* udev may be gone or stuck: waiting for it must not hang us (its nodes we make ourselves). */
         for (unsigned i = 0; i < RBDM_UDEV_TIMEOUT_SEC * 10; i++) {
                 if (!dm_udev_wait_immediate(cookie, &ready))

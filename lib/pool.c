@@ -174,8 +174,7 @@ static int read_slot(int fd, const struct pool_geometry *g, unsigned slot, uint6
         text[len] = 0;
         if (le32toh(h.data_crc) != crc32_le(0, text, len) || strlen(text) != len)
                 return -EBADMSG;
-        /* No pool counts that far; the next commit would wrap and lose to the older slot. */
-        if (le64toh(h.seq) >= UINT64_C(1) << 63)
+        if (le64toh(h.seq) >= POOL_SEQ_LIMIT)
                 return -EBADMSG;
         *ret_seq = le64toh(h.seq);
         *ret = TAKE_PTR(text);
@@ -423,6 +422,9 @@ int pool_commit(struct pool *p) {
         unsigned slot = !p->slot;
         int r;
 
+        /* Written, it would read as damaged and lose to the older slot. */
+        if (p->seq + 1 >= POOL_SEQ_LIMIT)
+                return -EOVERFLOW;
         r = pool_meta_to_json(&p->meta, &text);
         if (r < 0)
                 return r;

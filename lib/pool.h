@@ -25,6 +25,8 @@
 #define POOL_SLOT_MAGIC "RBMETA01"
 #define POOL_HEADER_SIZE 4096u
 #define POOL_SLOT_HEADER_SIZE 32u
+/* No pool counts that far: a slot at or past it is damaged, a commit that would reach it refused. */
+#define POOL_SEQ_LIMIT (UINT64_C(1) << 63)
 #define POOL_SLOT_SIZE_DEFAULT (1024u * 1024u)
 #define POOL_EXTENT_SECTORS_DEFAULT 8192u /* 4 MiB, as LVM */
 #define POOL_NAME_MAX 64

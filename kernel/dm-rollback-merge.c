@@ -343,7 +343,9 @@ static void merge_stop(struct dmrb_merge *m)
  */
 static int merge_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 {
+	struct dmrb_snapshot *src;
 	struct dmrb_merge *m;
+	char *error = NULL;
 	int r;
 
 	m = kzalloc(sizeof(*m), GFP_KERNEL);
@@ -359,9 +361,28 @@ static int merge_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	if (r)
 		goto bad_snapshot;
 	m->snap = ti->private;
+
+	down_read(&dmrb_origins_lock);
+	src = m->handover_src;
+	if (src) {
+		mutex_lock(&src->lock);
+		if (!src->valid)
+			error = "Cannot merge an invalid snapshot";
+		mutex_unlock(&src->lock);
+	}
+	m->reread = !!src;
+	up_read(&dmrb_origins_lock);
+	if (error) {
+		ti->error = error;
+		r = -EINVAL;
+		goto bad_handover;
+	}
+
 	ti->num_flush_bios = 2;
 	return 0;
 
+bad_handover:
+	dmrb_snapshot_dtr(ti);
 bad_snapshot:
 	kfree(m);
 	return r;
@@ -377,48 +398,133 @@ static void merge_dtr(struct dm_target *ti)
 	kfree(m);
 }
 
-/* Takes the exceptions over from the suspended snapshot that had the COW. */
+/* The complete table of a COW read again, built aside. */
+struct reread_table {
+	struct dmrb_table table;
+	u64 count;
+};
+
+static int reread_add(void *context, dmrb_chunk_t old_chunk, dmrb_chunk_t new_chunk)
+{
+	struct reread_table *t = context;
+	struct dmrb_exception *e;
+
+	e = dmrb_table_lookup(&t->table, old_chunk);
+	if (e) {
+		/* As at ctr: a later entry for a chunk supersedes an earlier one. */
+		e->new_chunk = new_chunk;
+		return 0;
+	}
+	e = kmem_cache_alloc(dmrb_exception_cache, GFP_KERNEL);
+	if (!e)
+		return -ENOMEM;
+	e->old_chunk = old_chunk;
+	e->new_chunk = new_chunk;
+	dmrb_table_insert(&t->table, e);
+	t->count++;
+	return 0;
+}
+
+/*
+ * Reads the COW again into a new store and table and only then swaps them
+ * in: a failure leaves what the ctr read, and the next resume tries again.
+ */
+static int merge_reread(struct dmrb_snapshot *s)
+{
+	struct dmrb_store store = s->store;
+	struct reread_table t = {};
+	char *error = NULL;
+	int r;
+
+	store.context = NULL;
+	r = store.ops->create(&store);
+	if (r) {
+		DMERR("%s: handover: cannot create exception store", s->cow_dev->name);
+		return r;
+	}
+	r = dmrb_table_init(&t.table, bdev_nr_sectors(s->cow_dev->bdev), store.chunk_shift);
+	if (r) {
+		DMERR("%s: handover: cannot allocate exception table", s->cow_dev->name);
+		goto destroy_store;
+	}
+
+	r = store.ops->read_metadata(&store, reread_add, &t, &error);
+	if (r > 0) {
+		DMERR("%s: Cannot merge an invalid snapshot", s->cow_dev->name);
+		r = -EINVAL;
+	} else if (r) {
+		DMERR("%s: handover: %s", s->cow_dev->name, error ?: "cannot read COW");
+	} else if (store.chunk_sectors != s->store.chunk_sectors) {
+		/* The table's I/O limits were set for the chunk size the ctr read. */
+		DMERR("%s: handover: chunk size changed", s->cow_dev->name);
+		r = -EINVAL;
+	}
+	if (r)
+		goto destroy_table;
+
+	mutex_lock(&s->lock);
+	swap(s->store, store);
+	swap(s->complete, t.table);
+	s->exception_count = t.count;
+	mutex_unlock(&s->lock);
+
+	/* From here on, store and t hold what the ctr read. */
+destroy_table:
+	dmrb_table_destroy(&t.table, true);
+destroy_store:
+	store.ops->destroy(&store);
+	return r;
+}
+
+/*
+ * A merge loaded beside a live rollback-snap takes its COW over now: that
+ * snapshot must be suspended, so that it commits nothing more, and valid.
+ * Whether it is still there or not, what the ctr read may be stale.
+ */
 static int merge_preresume(struct dm_target *ti)
 {
 	struct dmrb_snapshot *s = ti->private, *src;
 	struct dmrb_merge *m = s->merge;
 	int r = 0;
 
+	if (!m->reread)
+		return 0;
+
 	down_read(&dmrb_origins_lock);
 	src = m->handover_src;
-	if (src && !dm_suspended(src->ti)) {
-		DMERR("%s: the snapshot handing over its COW must be suspended",
-		      s->cow_dev->name);
-		r = -EINVAL;
-	} else if (src) {
+	if (src) {
 		mutex_lock(&src->lock);
-		src->handed_over = true;
+		if (!dm_suspended(src->ti)) {
+			DMERR("%s: the snapshot handing over its COW must be suspended",
+			      s->cow_dev->name);
+			r = -EINVAL;
+		} else if (!src->valid) {
+			DMERR("%s: Cannot merge an invalid snapshot", s->cow_dev->name);
+			r = -EINVAL;
+		} else {
+			src->handed_over = true;
+		}
 		mutex_unlock(&src->lock);
-		m->handover_src = NULL;
 	}
 	up_read(&dmrb_origins_lock);
-	if (r || !src)
+	if (r)
 		return r;
 
-	/* What the snapshot committed until it stopped is on disk now. */
-	dmrb_table_destroy(&s->complete, true);
-	s->exception_count = 0;
-	s->store.ops->destroy(&s->store);
-	r = s->store.ops->create(&s->store);
-	if (!r)
-		r = dmrb_table_init(&s->complete, bdev_nr_sectors(s->cow_dev->bdev),
-				    s->store.chunk_shift);
-	if (!r) {
-		char *error = NULL;
+	r = merge_reread(s);
 
-		r = s->store.ops->read_metadata(&s->store, dmrb_add_recorded_exception, s, &error);
-		if (r > 0) {
-			s->valid = false;
-			r = 0;
-		} else if (r) {
-			DMERR("%s: handover: %s", s->cow_dev->name, error ?: "cannot read COW");
-		}
+	/* src may have been removed meanwhile: only the registry knows. */
+	down_read(&dmrb_origins_lock);
+	if (src && m->handover_src == src) {
+		mutex_lock(&src->lock);
+		if (r)
+			src->handed_over = false;
+		else
+			m->handover_src = NULL;
+		mutex_unlock(&src->lock);
 	}
+	up_read(&dmrb_origins_lock);
+	if (!r)
+		m->reread = false;
 	return r;
 }
 
@@ -490,7 +596,7 @@ static int merge_message(struct dm_target *ti, unsigned int argc, char **argv,
 
 struct target_type dmrb_merge_target = {
 	.name = "rollback-merge",
-	.version = {1, 1, 0},
+	.version = {1, 2, 0},
 	.module = THIS_MODULE,
 	.ctr = merge_ctr,
 	.dtr = merge_dtr,

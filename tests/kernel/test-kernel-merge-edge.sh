@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# rollback-merge at its edges: a handover whose snapshot changes or goes
+# away before the merge resumes, an invalid snapshot, a resume that fails
+# half way and is retried.  Each case either merges exactly the snapshot or
+# is refused and leaves the origin as it was.
+#
+# Disks: vda origin (32M), vdb the merging COW (64M).
+# Arguments: the cases to run (default: all), each in a subshell so that
+# one failure does not hide the others.
+. ./lib.sh
+
+size=
+
+# setup SEED COW COUNT: o over vda and s1 on COW, with COUNT 16 KiB origin
+# writes and some snapshot writes; /tmp/model-o and /tmp/model-s1 say what
+# o and s1 hold.
+setup() {
+        must rbio fill /dev/vda "$1"
+        zero_cow "$2"
+        make_origin rollback o /dev/vda
+        size=$(sectors /dev/mapper/o-real)
+        make_snapshot rollback o s1 "$2" 8 || fail "create s1"
+        cp /dev/vda /tmp/model-s1
+        cp /dev/vda /tmp/model-o
+        must rbio write /dev/mapper/o /tmp/model-o --seed $(($1 + 1)) --count "$3" --bs 16384 --direct
+        must rbio write /dev/mapper/s1 /tmp/model-s1 --seed $(($1 + 2)) --count 20 --direct
+}
+
+# load_merge COW: a merge of COW as o's inactive table.
+load_merge() {
+        dmsetup reload o --table "0 $size rollback-merge /dev/mapper/o-real $1 P 8"
+}
+
+# set_cowd TARGET...: cowd's table (over vdb) becomes TARGET.
+set_cowd() {
+        must dmsetup suspend cowd
+        must dmsetup reload cowd --table "0 $(sectors /dev/vdb) $*"
+        must dmsetup resume cowd
+}
+
+case_stale() {
+        step "stale: the snapshot takes exceptions after the merge is loaded, then goes away"
+        setup 10 /dev/vdb 200
+        must load_merge /dev/vdb
+        # Committed after the merge read the COW: it must read them again.
+        must rbio write /dev/mapper/o /tmp/model-o --seed 13 --count 300 --bs 16384 --direct
+        must rbio write /dev/mapper/s1 /tmp/model-s1 --seed 14 --count 50 --direct
+        must rbio cmp /dev/mapper/s1 /tmp/model-s1
+        must dmsetup remove s1
+        must dmsetup resume o
+        wait_merged o
+        must rbio cmp /dev/mapper/o /tmp/model-s1
+        remove_all
+        must rbio cmp /dev/vda /tmp/model-s1
+}
+
+case_invalid() {
+        step "invalid: a snapshot that overflowed is not merged"
+        # 2 MiB: room for about 500 chunks of 4 KiB.
+        must dmsetup create small --table "0 4096 linear /dev/vdb 0"
+        setup 20 /dev/mapper/small 20
+        must load_merge /dev/mapper/small
+        # Overflows after the merge read a valid COW.
+        must rbio write /dev/mapper/o /tmp/model-o --seed 23 --count 400 --bs 16384 --direct
+        [ "$(snapshot_status s1)" = Invalid ] || fail "s1 did not overflow: $(snapshot_status s1)"
+        must dmsetup suspend s1
+        must_not dmsetup resume o
+        dmesg | grep -q "Cannot merge an invalid snapshot" || fail "no error for an invalid snapshot at resume"
+        # Back to the origin: nothing was merged.
+        must dmsetup reload o --table "0 $size rollback-origin /dev/mapper/o-real"
+        must dmsetup resume o
+        must dmsetup resume s1
+        must rbio cmp /dev/mapper/o /tmp/model-o
+        # Invalid before the merge is loaded: the table is refused.
+        must_not load_merge /dev/mapper/small
+        [ "$(dmesg | grep -c "Cannot merge an invalid snapshot")" -ge 2 ] ||
+                fail "no table error for an invalid snapshot"
+        must rbio cmp /dev/mapper/o /tmp/model-o
+        remove_all
+        must rbio cmp /dev/vda /tmp/model-o
+}
+
+case_retry() {
+        step "retry: the COW cannot be read when the merge resumes, then can"
+        must dmsetup create cowd --table "0 $(sectors /dev/vdb) linear /dev/vdb 0"
+        setup 30 /dev/mapper/cowd 200
+        must load_merge /dev/mapper/cowd
+        must rbio write /dev/mapper/o /tmp/model-o --seed 33 --count 100 --bs 16384 --direct
+        must dmsetup suspend s1
+        set_cowd error
+        must_not dmsetup resume o
+        set_cowd linear /dev/vdb 0
+        # The first resume took nothing over: the next one does it all.
+        must dmsetup resume o
+        wait_merged o
+        must rbio cmp /dev/mapper/o /tmp/model-s1
+        remove_all
+        must rbio cmp /dev/vda /tmp/model-s1
+}
+
+failed=
+for c in ${*:-stale invalid retry}; do
+        ( "case_$c" ) || failed="$failed $c"
+        dmsetup remove_all 2>/dev/null
+done
+[ -z "$failed" ] || fail "failed:$failed"
+pass

@@ -119,6 +119,31 @@ static bool others_have_copied(struct dmrb_snapshot *s, sector_t sector,
 	return done;
 }
 
+/*
+ * Waits until every other snapshot has its own copy of chunk, taking the
+ * origin registry only to look.  Holding it for the whole wait deadlocks:
+ * a ctr or dtr queued for writing holds up the readers behind it, among
+ * them the commit of a copy resending its origin write, and kcopyd runs
+ * the commits one after another, so the copies waited for never finish.
+ * A snapshot that became active meanwhile gets its copy started here.
+ */
+static void wait_for_others(struct dmrb_snapshot *s, dmrb_chunk_t chunk)
+{
+	sector_t sector = chunk << s->store.chunk_shift;
+	bool done;
+
+	for (;;) {
+		down_read(&dmrb_origins_lock);
+		done = others_have_copied(s, sector, s->store.chunk_sectors);
+		if (!done)
+			dmrb_origin_write(s->origin, sector, s->store.chunk_sectors, NULL);
+		up_read(&dmrb_origins_lock);
+		if (done)
+			return;
+		usleep_range(100, 200);
+	}
+}
+
 static void merge_copy_done(int read_err, unsigned long write_err, void *context)
 {
 	struct dmrb_merge *m = context;
@@ -256,14 +281,10 @@ static void merge_work_fn(struct work_struct *work)
 			if (m->batch[i].old_chunk != ~0ULL)
 				dmrb_origin_write(s->origin, sector, s->store.chunk_sectors, NULL);
 		}
-		for (i = 0; i < n; i++) {
-			sector_t sector = m->batch[i].old_chunk << s->store.chunk_shift;
-
-			while (m->batch[i].old_chunk != ~0ULL &&
-			       !others_have_copied(s, sector, s->store.chunk_sectors))
-				usleep_range(100, 200);
-		}
 		up_read(&dmrb_origins_lock);
+		for (i = 0; i < n; i++)
+			if (m->batch[i].old_chunk != ~0ULL)
+				wait_for_others(s, m->batch[i].old_chunk);
 
 		r = merge_copy_batch(m, n);
 		if (!r)

@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # rollback-merge at its edges: a handover whose snapshot changes or goes
 # away before the merge resumes, an invalid snapshot, a resume that fails
-# half way and is retried.  Each case either merges exactly the snapshot or
+# half way and is retried, snapshots of another origin created and removed
+# while the merge runs.  Each case either merges exactly the snapshot or
 # is refused and leaves the origin as it was.
 #
-# Disks: vda origin (32M), vdb the merging COW (64M).
+# Disks: vda origin (32M), vdb the merging COW (64M), vdc another
+# snapshot's COW (64M), vdd another origin (32M) and vde its COW (64M).
 # Arguments: the cases to run (default: all), each in a subshell so that
 # one failure does not hide the others.
 . ./lib.sh
@@ -98,10 +100,86 @@ case_retry() {
         must rbio cmp /dev/vda /tmp/model-s1
 }
 
+# stop_and_fail WHAT: ends the background loops, then fails.
+stop_and_fail() {
+        touch /tmp/stop
+        fail "$@"
+}
+
+case_busy() {
+        step "busy: snapshots of another origin come and go while the merge waits for copies"
+        must rbio fill /dev/vda 40
+        zero_cow /dev/vdb
+        zero_cow /dev/vdc
+        zero_cow /dev/vde
+        make_origin rollback o /dev/vda
+        size=$(sectors /dev/mapper/o-real)
+        make_snapshot rollback o s1 /dev/vdb 8 || fail "create s1"
+        cp /dev/vda /tmp/model-s1
+        cp /dev/vda /tmp/model-o
+        must rbio write /dev/mapper/o /tmp/model-o --seed 41 --count 400 --bs 32768 --direct
+        # s2 shares every chunk the merge overwrites, and its COW is slow:
+        # each batch waits a while for the copies into it.
+        must dmsetup create s2cow --table "0 $(sectors /dev/vdc) delay /dev/vdc 0 0 /dev/vdc 0 20"
+        make_snapshot rollback o s2 /dev/mapper/s2cow 8 || fail "create s2"
+        cp /tmp/model-o /tmp/model-s2
+        must dmsetup remove s1
+        cp /tmp/model-s1 /tmp/model-merge
+        make_origin rollback p /dev/vdd
+        must dmsetup suspend o
+        must dmsetup reload o --table "0 $size rollback-merge /dev/mapper/o-real /dev/vdb P 8"
+        must dmsetup resume o
+        # Every ctr and dtr takes the origin registry for writing; the
+        # origin writes wait for copies into s2.
+        rm -f /tmp/stop
+        (
+                while [ ! -e /tmp/stop ]; do
+                        dmsetup create ps --table "0 $(sectors /dev/mapper/p-real) rollback-snap /dev/mapper/p-real /dev/vde P 8" || exit 1
+                        dmsetup remove ps || exit 1
+                done
+        ) &
+        churn=$!
+        (
+                seed=50
+                while [ ! -e /tmp/stop ]; do
+                        rbio write /dev/mapper/o /tmp/model-merge --seed $seed --count 100 --threads 2 --direct >/dev/null || exit 1
+                        seed=$((seed + 1))
+                done
+        ) &
+        writer=$!
+        i=0
+        while :; do
+                left=$(merge_left o) || stop_and_fail "no merge on o: $(snapshot_status o)"
+                [ "$left" = 0 ] && break
+                i=$((i + 1))
+                [ $i -lt 900 ] || stop_and_fail "the merge did not finish in 3 minutes: $(snapshot_status o)"
+                sleep 0.2
+        done
+        touch /tmp/stop
+        wait $churn || fail "creating and removing snapshots of p failed"
+        wait $writer || fail "writing o failed"
+        echo "merged in about $((i / 5)) s"
+        must rbio cmp /dev/mapper/o /tmp/model-merge
+        must rbio cmp /dev/mapper/s2 /tmp/model-s2
+        remove_all
+}
+
+# cleanup: removes what a case left; fails if that hangs (a deadlock).
+cleanup() {
+        local pid i=0
+        dmsetup remove_all 2>/dev/null &
+        pid=$!
+        while kill -0 $pid 2>/dev/null; do
+                i=$((i + 1))
+                [ $i -lt 60 ] || fail "failed:$failed; dmsetup remove_all hangs"
+                sleep 0.5
+        done
+}
+
 failed=
-for c in ${*:-stale invalid retry}; do
+for c in ${*:-stale invalid retry busy}; do
         ( "case_$c" ) || failed="$failed $c"
-        dmsetup remove_all 2>/dev/null
+        cleanup
 done
 [ -z "$failed" ] || fail "failed:$failed"
 pass

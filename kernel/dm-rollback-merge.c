@@ -238,9 +238,11 @@ static void merge_work_fn(struct work_struct *work)
 	struct dmrb_snapshot *s = m->snap;
 
 	for (;;) {
+		sector_t dev_size = bdev_nr_sectors(s->origin_dev->bdev);
+		dmrb_chunk_t end_chunk = (dev_size + s->store.chunk_sectors - 1) >> s->store.chunk_shift;
 		struct bio_list waiting;
 		struct bio *bio;
-		unsigned int i;
+		unsigned int i, beyond = 0;
 		u64 start = ktime_get_ns();
 		int n, r;
 
@@ -264,11 +266,27 @@ static void merge_work_fn(struct work_struct *work)
 		for (i = 0; i < n; i++) {
 			struct dmrb_exception *e = dmrb_table_lookup(&s->complete, m->batch[i].old_chunk);
 
-			if (!e || e->new_chunk != m->batch[i].new_chunk)
+			if (!e || e->new_chunk != m->batch[i].new_chunk) {
 				m->batch[i].old_chunk = ~0ULL;
+			} else if (m->batch[i].old_chunk >= end_chunk) {
+				/*
+				 * The origin shrank since: there is nothing to
+				 * merge into, and copying the other snapshots'
+				 * share would read past the end and invalidate
+				 * them.
+				 */
+				hlist_del(&e->hash);
+				kmem_cache_free(dmrb_exception_cache, e);
+				s->exception_count--;
+				m->batch[i].old_chunk = ~0ULL;
+				beyond++;
+			}
 		}
 		m->batch_n = n;
 		mutex_unlock(&s->lock);
+		if (beyond)
+			DMWARN("%s: %u exceptions beyond the end of the origin dropped",
+			       s->cow_dev->name, beyond);
 
 		for (i = 0; i < n; i++)
 			if (m->batch[i].old_chunk != ~0ULL)
@@ -387,7 +405,9 @@ static int merge_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	src = m->handover_src;
 	if (src) {
 		mutex_lock(&src->lock);
-		if (!src->valid)
+		if (src->origin_dev->bdev != m->snap->origin_dev->bdev)
+			error = "COW belongs to a snapshot of another origin";
+		else if (!src->valid)
 			error = "Cannot merge an invalid snapshot";
 		mutex_unlock(&src->lock);
 	}
@@ -563,6 +583,14 @@ static void merge_presuspend(struct dm_target *ti)
 	merge_stop(s->merge);
 }
 
+/* A suspend given up after presuspend (interrupted, say): go on merging. */
+static void merge_presuspend_undo(struct dm_target *ti)
+{
+	struct dmrb_snapshot *s = ti->private;
+
+	merge_start(s->merge);
+}
+
 static void merge_status(struct dm_target *ti, status_type_t type,
 			 unsigned int status_flags, char *result,
 			 unsigned int maxlen)
@@ -626,6 +654,7 @@ struct target_type dmrb_merge_target = {
 	.preresume = merge_preresume,
 	.resume = merge_resume,
 	.presuspend = merge_presuspend,
+	.presuspend_undo = merge_presuspend_undo,
 	.status = merge_status,
 	.message = merge_message,
 	.iterate_devices = dmrb_snapshot_iterate_devices,

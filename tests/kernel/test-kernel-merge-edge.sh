@@ -2,7 +2,8 @@
 # rollback-merge at its edges: a handover whose snapshot changes or goes
 # away before the merge resumes, an invalid snapshot, a resume that fails
 # half way and is retried, snapshots of another origin created and removed
-# while the merge runs.  Each case either merges exactly the snapshot or
+# while the merge runs, a snapshot of another origin, an origin that shrank,
+# a suspend given up half way.  Each case either merges exactly the snapshot or
 # is refused and leaves the origin as it was.
 #
 # Disks: vda origin (32M), vdb the merging COW (64M), vdc another
@@ -176,8 +177,111 @@ cleanup() {
         done
 }
 
+case_foreign() {
+        step "foreign: a snapshot of another origin cannot hand its COW over"
+        must rbio fill /dev/vda 60
+        must rbio fill /dev/vdd 61
+        zero_cow /dev/vdb
+        make_origin rollback o /dev/vda
+        make_origin rollback p /dev/vdd
+        size=$(sectors /dev/mapper/o-real)
+        make_snapshot rollback p ps /dev/vdb 8 || fail "create ps"
+        must rbio write /dev/mapper/p --seed 62 --count 200 --bs 16384 --direct
+        must_not load_merge /dev/vdb
+        dmesg | grep -q "COW belongs to a snapshot of another origin" || fail "no error for another origin"
+        must rbio cmp /dev/mapper/o /dev/vda
+        remove_all
+}
+
+case_shrunk() {
+        step "shrunk: exceptions beyond the end of a shrunk origin are dropped"
+        must rbio fill /dev/vda 70
+        zero_cow /dev/vdb
+        zero_cow /dev/vdc
+        make_origin rollback o /dev/vda
+        make_snapshot rollback o s1 /dev/vdb 8 || fail "create s1"
+        cp /dev/vda /tmp/model-s1
+        cp /dev/vda /tmp/model-o
+        must rbio write /dev/mapper/o /tmp/model-o --seed 71 --count 400 --bs 32768 --direct
+        must dmsetup remove s1
+        must dmsetup remove o
+        must dmsetup remove o-real
+        # The first half of vda; s2 holds it as it is now.
+        half=$(($(sectors /dev/vda) / 2))
+        must dmsetup create o-real --table "0 $half linear /dev/vda 0"
+        must dmsetup create o --table "0 $half rollback-origin /dev/mapper/o-real"
+        make_snapshot rollback o s2 /dev/vdc 8 || fail "create s2"
+        dd if=/dev/vda of=/tmp/model-s2 bs=512 count=$half 2>/dev/null
+        dd if=/tmp/model-s1 of=/tmp/model-merge bs=512 count=$half 2>/dev/null
+        must dmsetup suspend o
+        must dmsetup reload o --table "0 $half rollback-merge /dev/mapper/o-real /dev/vdb P 8"
+        must dmsetup resume o
+        wait_merged o
+        [ "$(snapshot_status s2)" != Invalid ] || fail "s2 was invalidated"
+        must rbio cmp /dev/mapper/o /tmp/model-merge
+        must rbio cmp /dev/mapper/s2 /tmp/model-s2
+        dmesg | grep -q "beyond the end of the origin" || fail "no message for exceptions beyond the end"
+        remove_all
+        # Past the end, vda holds what the origin writes left there.
+        dd if=/dev/vda of=/tmp/tail bs=512 skip=$half 2>/dev/null
+        dd if=/tmp/model-o of=/tmp/model-tail bs=512 skip=$half 2>/dev/null
+        must rbio cmp /tmp/tail /tmp/model-tail
+}
+
+case_undo() {
+        step "undo: a suspend given up after presuspend lets the merge go on"
+        must rbio fill /dev/vda 80
+        zero_cow /dev/vdb
+        must dmsetup create cowd --table "0 $(sectors /dev/vdb) linear /dev/vdb 0"
+        make_origin rollback o /dev/vda
+        size=$(sectors /dev/mapper/o-real)
+        make_snapshot rollback o s1 /dev/mapper/cowd 8 || fail "create s1"
+        cp /dev/vda /tmp/model-s1
+        must rbio write /dev/mapper/o --seed 81 --count 400 --bs 32768 --direct
+        must dmsetup remove s1
+        must dmsetup suspend o
+        must load_merge /dev/mapper/cowd
+        initial=$(merge_left --inactive o) || fail "no merge loaded"
+        # 1 KiB/s, set before any batch runs: one batch, then a long sleep.
+        must dmsetup suspend cowd
+        must dmsetup resume o
+        must dmsetup message o 0 merge_throttle 1
+        must dmsetup resume cowd
+        i=0
+        while :; do
+                left=$(merge_left o) || fail "no merge on o: $(snapshot_status o)"
+                [ "$left" -lt "$initial" ] && break
+                i=$((i + 1))
+                [ $i -lt 300 ] || fail "the merge did not begin"
+                sleep 0.2
+        done
+        # A read that cannot finish holds the suspend up until it is interrupted.
+        must dmsetup suspend o-real
+        must dmsetup suspend cowd
+        dd if=/dev/mapper/o of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null &
+        sleep 1
+        dmsetup suspend --nolockfs o &
+        pid=$!
+        sleep 2
+        # The wait for I/O in a suspend is interruptible, by SIGKILL surely.
+        kill -KILL $pid
+        wait $pid && interrupted=no || interrupted=yes
+        state=$(dmsetup info o | grep State:)
+        st=$(snapshot_status o)
+        must dmsetup resume o-real
+        must dmsetup resume cowd
+        wait
+        [ $interrupted = yes ] || fail "the suspend was not interrupted"
+        case $state in *SUSPENDED*) fail "o stayed suspended" ;; esac
+        case $st in *" running") ;; *) fail "not running after the cancelled suspend: $st" ;; esac
+        must dmsetup message o 0 merge_throttle 0
+        wait_merged o
+        must rbio cmp /dev/mapper/o /tmp/model-s1
+        remove_all
+}
+
 failed=
-for c in ${*:-stale invalid retry busy}; do
+for c in ${*:-stale invalid retry busy foreign shrunk undo}; do
         ( "case_$c" ) || failed="$failed $c"
         cleanup
 done

@@ -573,6 +573,12 @@ static void merge_resume(struct dm_target *ti)
 {
 	struct dmrb_snapshot *s = ti->private;
 
+	/*
+	 * Without a live snapshot to hand over there is nothing to refuse:
+	 * the table stays, with all I/O going to the origin, as upstream.
+	 */
+	if (!READ_ONCE(s->valid))
+		DMERR("%s: Cannot merge an invalid snapshot", s->cow_dev->name);
 	merge_start(s->merge);
 }
 

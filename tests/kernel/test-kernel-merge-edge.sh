@@ -83,6 +83,26 @@ case_invalid() {
         must rbio cmp /dev/vda /tmp/model-o
 }
 
+case_invalidcow() {
+        step "invalidcow: a COW marked invalid, no snapshot live: the merge does nothing and says why"
+        must dmsetup create small --table "0 4096 linear /dev/vdb 0"
+        setup 25 /dev/mapper/small 20
+        must rbio write /dev/mapper/o /tmp/model-o --seed 28 --count 400 --bs 16384 --direct
+        [ "$(snapshot_status s1)" = Invalid ] || fail "s1 did not overflow: $(snapshot_status s1)"
+        must dmsetup remove s1
+        before=$(dmesg | grep -c "Cannot merge an invalid snapshot")
+        must dmsetup suspend o
+        must load_merge /dev/mapper/small
+        must dmsetup resume o
+        [ "$(snapshot_status o)" = Invalid ] || fail "status of an invalid merge: $(snapshot_status o)"
+        [ "$(dmesg | grep -c "Cannot merge an invalid snapshot")" -gt "$before" ] ||
+                fail "no error for merging an invalid COW"
+        must rbio write /dev/mapper/o /tmp/model-o --seed 26 --count 100 --direct
+        must rbio cmp /dev/mapper/o /tmp/model-o
+        remove_all
+        must rbio cmp /dev/vda /tmp/model-o
+}
+
 case_retry() {
         step "retry: the COW cannot be read when the merge resumes, then can"
         must dmsetup create cowd --table "0 $(sectors /dev/vdb) linear /dev/vdb 0"
@@ -281,7 +301,7 @@ case_undo() {
 }
 
 failed=
-for c in ${*:-stale invalid retry busy foreign shrunk undo}; do
+for c in ${*:-stale invalid invalidcow retry busy foreign shrunk undo}; do
         ( "case_$c" ) || failed="$failed $c"
         cleanup
 done

@@ -416,13 +416,13 @@ static int merge_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	if (error) {
 		ti->error = error;
 		r = -EINVAL;
-		goto bad_handover;
+		goto destroy_snapshot;
 	}
 
 	ti->num_flush_bios = 2;
 	return 0;
 
-bad_handover:
+destroy_snapshot:
 	dmrb_snapshot_dtr(ti);
 bad_snapshot:
 	kfree(m);

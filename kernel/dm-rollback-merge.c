@@ -119,6 +119,31 @@ static bool others_have_copied(struct dmrb_snapshot *s, sector_t sector,
 	return done;
 }
 
+/*
+ * Waits until every other snapshot has its own copy of chunk, taking the
+ * origin registry only to look.  Holding it for the whole wait deadlocks:
+ * a ctr or dtr queued for writing holds up the readers behind it, among
+ * them the commit of a copy resending its origin write, and kcopyd runs
+ * the commits one after another, so the copies waited for never finish.
+ * A snapshot that became active meanwhile gets its copy started here.
+ */
+static void wait_for_others(struct dmrb_snapshot *s, dmrb_chunk_t chunk)
+{
+	sector_t sector = chunk << s->store.chunk_shift;
+	bool done;
+
+	for (;;) {
+		down_read(&dmrb_origins_lock);
+		done = others_have_copied(s, sector, s->store.chunk_sectors);
+		if (!done)
+			dmrb_origin_write(s->origin, sector, s->store.chunk_sectors, NULL);
+		up_read(&dmrb_origins_lock);
+		if (done)
+			return;
+		usleep_range(100, 200);
+	}
+}
+
 static void merge_copy_done(int read_err, unsigned long write_err, void *context)
 {
 	struct dmrb_merge *m = context;
@@ -213,9 +238,11 @@ static void merge_work_fn(struct work_struct *work)
 	struct dmrb_snapshot *s = m->snap;
 
 	for (;;) {
+		sector_t dev_size = bdev_nr_sectors(s->origin_dev->bdev);
+		dmrb_chunk_t end_chunk = (dev_size + s->store.chunk_sectors - 1) >> s->store.chunk_shift;
 		struct bio_list waiting;
 		struct bio *bio;
-		unsigned int i;
+		unsigned int i, beyond = 0;
 		u64 start = ktime_get_ns();
 		int n, r;
 
@@ -239,11 +266,27 @@ static void merge_work_fn(struct work_struct *work)
 		for (i = 0; i < n; i++) {
 			struct dmrb_exception *e = dmrb_table_lookup(&s->complete, m->batch[i].old_chunk);
 
-			if (!e || e->new_chunk != m->batch[i].new_chunk)
+			if (!e || e->new_chunk != m->batch[i].new_chunk) {
 				m->batch[i].old_chunk = ~0ULL;
+			} else if (m->batch[i].old_chunk >= end_chunk) {
+				/*
+				 * The origin shrank since: there is nothing to
+				 * merge into, and copying the other snapshots'
+				 * share would read past the end and invalidate
+				 * them.
+				 */
+				hlist_del(&e->hash);
+				kmem_cache_free(dmrb_exception_cache, e);
+				s->exception_count--;
+				m->batch[i].old_chunk = ~0ULL;
+				beyond++;
+			}
 		}
 		m->batch_n = n;
 		mutex_unlock(&s->lock);
+		if (beyond)
+			DMWARN("%s: %u exceptions beyond the end of the origin dropped",
+			       s->cow_dev->name, beyond);
 
 		for (i = 0; i < n; i++)
 			if (m->batch[i].old_chunk != ~0ULL)
@@ -256,14 +299,10 @@ static void merge_work_fn(struct work_struct *work)
 			if (m->batch[i].old_chunk != ~0ULL)
 				dmrb_origin_write(s->origin, sector, s->store.chunk_sectors, NULL);
 		}
-		for (i = 0; i < n; i++) {
-			sector_t sector = m->batch[i].old_chunk << s->store.chunk_shift;
-
-			while (m->batch[i].old_chunk != ~0ULL &&
-			       !others_have_copied(s, sector, s->store.chunk_sectors))
-				usleep_range(100, 200);
-		}
 		up_read(&dmrb_origins_lock);
+		for (i = 0; i < n; i++)
+			if (m->batch[i].old_chunk != ~0ULL)
+				wait_for_others(s, m->batch[i].old_chunk);
 
 		r = merge_copy_batch(m, n);
 		if (!r)
@@ -343,7 +382,9 @@ static void merge_stop(struct dmrb_merge *m)
  */
 static int merge_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 {
+	struct dmrb_snapshot *src;
 	struct dmrb_merge *m;
+	char *error = NULL;
 	int r;
 
 	m = kzalloc(sizeof(*m), GFP_KERNEL);
@@ -359,9 +400,30 @@ static int merge_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	if (r)
 		goto bad_snapshot;
 	m->snap = ti->private;
+
+	down_read(&dmrb_origins_lock);
+	src = m->handover_src;
+	if (src) {
+		mutex_lock(&src->lock);
+		if (src->origin_dev->bdev != m->snap->origin_dev->bdev)
+			error = "COW belongs to a snapshot of another origin";
+		else if (!src->valid)
+			error = "Cannot merge an invalid snapshot";
+		mutex_unlock(&src->lock);
+	}
+	m->reread = !!src;
+	up_read(&dmrb_origins_lock);
+	if (error) {
+		ti->error = error;
+		r = -EINVAL;
+		goto destroy_snapshot;
+	}
+
 	ti->num_flush_bios = 2;
 	return 0;
 
+destroy_snapshot:
+	dmrb_snapshot_dtr(ti);
 bad_snapshot:
 	kfree(m);
 	return r;
@@ -377,48 +439,133 @@ static void merge_dtr(struct dm_target *ti)
 	kfree(m);
 }
 
-/* Takes the exceptions over from the suspended snapshot that had the COW. */
+/* The complete table of a COW read again, built aside. */
+struct reread_table {
+	struct dmrb_table table;
+	u64 count;
+};
+
+static int reread_add(void *context, dmrb_chunk_t old_chunk, dmrb_chunk_t new_chunk)
+{
+	struct reread_table *t = context;
+	struct dmrb_exception *e;
+
+	e = dmrb_table_lookup(&t->table, old_chunk);
+	if (e) {
+		/* As at ctr: a later entry for a chunk supersedes an earlier one. */
+		e->new_chunk = new_chunk;
+		return 0;
+	}
+	e = kmem_cache_alloc(dmrb_exception_cache, GFP_KERNEL);
+	if (!e)
+		return -ENOMEM;
+	e->old_chunk = old_chunk;
+	e->new_chunk = new_chunk;
+	dmrb_table_insert(&t->table, e);
+	t->count++;
+	return 0;
+}
+
+/*
+ * Reads the COW again into a new store and table and only then swaps them
+ * in: a failure leaves what the ctr read, and the next resume tries again.
+ */
+static int merge_reread(struct dmrb_snapshot *s)
+{
+	struct dmrb_store store = s->store;
+	struct reread_table t = {};
+	char *error = NULL;
+	int r;
+
+	store.context = NULL;
+	r = store.ops->create(&store);
+	if (r) {
+		DMERR("%s: handover: cannot create exception store", s->cow_dev->name);
+		return r;
+	}
+	r = dmrb_table_init(&t.table, bdev_nr_sectors(s->cow_dev->bdev), store.chunk_shift);
+	if (r) {
+		DMERR("%s: handover: cannot allocate exception table", s->cow_dev->name);
+		goto destroy_store;
+	}
+
+	r = store.ops->read_metadata(&store, reread_add, &t, &error);
+	if (r > 0) {
+		DMERR("%s: Cannot merge an invalid snapshot", s->cow_dev->name);
+		r = -EINVAL;
+	} else if (r) {
+		DMERR("%s: handover: %s", s->cow_dev->name, error ?: "cannot read COW");
+	} else if (store.chunk_sectors != s->store.chunk_sectors) {
+		/* The table's I/O limits were set for the chunk size the ctr read. */
+		DMERR("%s: handover: chunk size changed", s->cow_dev->name);
+		r = -EINVAL;
+	}
+	if (r)
+		goto destroy_table;
+
+	mutex_lock(&s->lock);
+	swap(s->store, store);
+	swap(s->complete, t.table);
+	s->exception_count = t.count;
+	mutex_unlock(&s->lock);
+
+	/* From here on, store and t hold what the ctr read. */
+destroy_table:
+	dmrb_table_destroy(&t.table, true);
+destroy_store:
+	store.ops->destroy(&store);
+	return r;
+}
+
+/*
+ * A merge loaded beside a live rollback-snap takes its COW over now: that
+ * snapshot must be suspended, so that it commits nothing more, and valid.
+ * Whether it is still there or not, what the ctr read may be stale.
+ */
 static int merge_preresume(struct dm_target *ti)
 {
 	struct dmrb_snapshot *s = ti->private, *src;
 	struct dmrb_merge *m = s->merge;
 	int r = 0;
 
+	if (!m->reread)
+		return 0;
+
 	down_read(&dmrb_origins_lock);
 	src = m->handover_src;
-	if (src && !dm_suspended(src->ti)) {
-		DMERR("%s: the snapshot handing over its COW must be suspended",
-		      s->cow_dev->name);
-		r = -EINVAL;
-	} else if (src) {
+	if (src) {
 		mutex_lock(&src->lock);
-		src->handed_over = true;
+		if (!dm_suspended(src->ti)) {
+			DMERR("%s: the snapshot handing over its COW must be suspended",
+			      s->cow_dev->name);
+			r = -EINVAL;
+		} else if (!src->valid) {
+			DMERR("%s: Cannot merge an invalid snapshot", s->cow_dev->name);
+			r = -EINVAL;
+		} else {
+			src->handed_over = true;
+		}
 		mutex_unlock(&src->lock);
-		m->handover_src = NULL;
 	}
 	up_read(&dmrb_origins_lock);
-	if (r || !src)
+	if (r)
 		return r;
 
-	/* What the snapshot committed until it stopped is on disk now. */
-	dmrb_table_destroy(&s->complete, true);
-	s->exception_count = 0;
-	s->store.ops->destroy(&s->store);
-	r = s->store.ops->create(&s->store);
-	if (!r)
-		r = dmrb_table_init(&s->complete, bdev_nr_sectors(s->cow_dev->bdev),
-				    s->store.chunk_shift);
-	if (!r) {
-		char *error = NULL;
+	r = merge_reread(s);
 
-		r = s->store.ops->read_metadata(&s->store, dmrb_add_recorded_exception, s, &error);
-		if (r > 0) {
-			s->valid = false;
-			r = 0;
-		} else if (r) {
-			DMERR("%s: handover: %s", s->cow_dev->name, error ?: "cannot read COW");
-		}
+	/* src may have been removed meanwhile: only the registry knows. */
+	down_read(&dmrb_origins_lock);
+	if (src && m->handover_src == src) {
+		mutex_lock(&src->lock);
+		if (r)
+			src->handed_over = false;
+		else
+			m->handover_src = NULL;
+		mutex_unlock(&src->lock);
 	}
+	up_read(&dmrb_origins_lock);
+	if (!r)
+		m->reread = false;
 	return r;
 }
 
@@ -426,6 +573,12 @@ static void merge_resume(struct dm_target *ti)
 {
 	struct dmrb_snapshot *s = ti->private;
 
+	/*
+	 * Without a live snapshot to hand over there is nothing to refuse:
+	 * the table stays, with all I/O going to the origin, as upstream.
+	 */
+	if (!READ_ONCE(s->valid))
+		DMERR("%s: Cannot merge an invalid snapshot", s->cow_dev->name);
 	merge_start(s->merge);
 }
 
@@ -434,6 +587,14 @@ static void merge_presuspend(struct dm_target *ti)
 	struct dmrb_snapshot *s = ti->private;
 
 	merge_stop(s->merge);
+}
+
+/* A suspend given up after presuspend (interrupted, say): go on merging. */
+static void merge_presuspend_undo(struct dm_target *ti)
+{
+	struct dmrb_snapshot *s = ti->private;
+
+	merge_start(s->merge);
 }
 
 static void merge_status(struct dm_target *ti, status_type_t type,
@@ -490,7 +651,7 @@ static int merge_message(struct dm_target *ti, unsigned int argc, char **argv,
 
 struct target_type dmrb_merge_target = {
 	.name = "rollback-merge",
-	.version = {1, 1, 0},
+	.version = {1, 2, 0},
 	.module = THIS_MODULE,
 	.ctr = merge_ctr,
 	.dtr = merge_dtr,
@@ -499,6 +660,7 @@ struct target_type dmrb_merge_target = {
 	.preresume = merge_preresume,
 	.resume = merge_resume,
 	.presuspend = merge_presuspend,
+	.presuspend_undo = merge_presuspend_undo,
 	.status = merge_status,
 	.message = merge_message,
 	.iterate_devices = dmrb_snapshot_iterate_devices,

@@ -182,6 +182,12 @@ struct dmrb_merge {
 	struct dmrb_snapshot *snap;
 	/* A rollback-snap whose COW to take over at resume; under dmrb_origins_lock. */
 	struct dmrb_snapshot *handover_src;
+	/*
+	 * The ctr found a live rollback-snap on the COW: what it read may be
+	 * stale by the resume, which reads the COW again (also when that
+	 * snapshot is gone by then).  Stays set until a resume has done so.
+	 */
+	bool reread;
 
 	/* Under snap->lock unless noted. */
 	enum dmrb_merge_state state;

@@ -197,21 +197,27 @@ static int merge_copy_batch(struct dmrb_merge *m, unsigned int n)
 	return m->copy_error;
 }
 
-static void merge_throttle(struct dmrb_merge *m, unsigned int n, u64 start)
+/*
+ * Paces the merge at throttle_kbs: a batch starts no sooner than the last
+ * one's size at that rate after the last one began.  The pace outlives a
+ * suspend, a new rate applies to the wait under way, and a stop ends it:
+ * a slow rate holds up neither a suspend nor a removal.
+ */
+static void merge_throttle(struct dmrb_merge *m)
 {
-	u64 kib = ((u64)n * m->snap->store.chunk_sectors) >> 1;
-	u64 want_ns, took_ns = ktime_get_ns() - start;
-	unsigned int rate = READ_ONCE(m->throttle_kbs);
+	for (;;) {
+		unsigned int rate = READ_ONCE(m->throttle_kbs);
+		u64 due, now = ktime_get_ns();
 
-	if (!rate)
-		return;
-	want_ns = div_u64(kib * NSEC_PER_SEC, rate);
-	if (want_ns <= took_ns)
-		return;
-	/* A slow rate must not hold up a suspend or removal, nor a new rate. */
-	wait_event_timeout(m->wait,
-			   READ_ONCE(m->stop) || READ_ONCE(m->throttle_kbs) != rate,
-			   nsecs_to_jiffies(want_ns - took_ns));
+		if (!rate || READ_ONCE(m->stop))
+			return;
+		due = m->last_start_ns + div_u64(m->last_kib * NSEC_PER_SEC, rate);
+		if (due <= now)
+			return;
+		wait_event_timeout(m->wait,
+				   READ_ONCE(m->stop) || READ_ONCE(m->throttle_kbs) != rate,
+				   nsecs_to_jiffies(due - now));
+	}
 }
 
 static void merge_stopped(struct dmrb_merge *m, enum dmrb_merge_state state)
@@ -243,9 +249,11 @@ static void merge_work_fn(struct work_struct *work)
 		struct bio_list waiting;
 		struct bio *bio;
 		unsigned int i, beyond = 0;
-		u64 start = ktime_get_ns();
+		u64 start;
 		int n, r;
 
+		merge_throttle(m);
+		start = ktime_get_ns();
 		if (READ_ONCE(m->stop) || !READ_ONCE(s->valid)) {
 			merge_stopped(m, DMRB_MERGE_STOPPED);
 			return;
@@ -337,7 +345,8 @@ static void merge_work_fn(struct work_struct *work)
 			merge_stopped(m, DMRB_MERGE_FAILED);
 			return;
 		}
-		merge_throttle(m, n, start);
+		m->last_start_ns = start;
+		m->last_kib = ((u64)n * s->store.chunk_sectors) >> 1;
 		cond_resched();
 	}
 }
@@ -651,7 +660,7 @@ static int merge_message(struct dm_target *ti, unsigned int argc, char **argv,
 
 struct target_type dmrb_merge_target = {
 	.name = "rollback-merge",
-	.version = {1, 2, 0},
+	.version = {1, 3, 0},
 	.module = THIS_MODULE,
 	.ctr = merge_ctr,
 	.dtr = merge_dtr,

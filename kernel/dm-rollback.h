@@ -201,6 +201,8 @@ struct dmrb_merge {
 	unsigned int throttle_kbs;	/* 0: unlimited; read without the lock */
 
 	/* The worker's only. */
+	u64 last_start_ns;	/* the last batch began, of last_kib */
+	u64 last_kib;
 	atomic_t copies;
 	int copy_error;
 	struct completion copied;

@@ -93,16 +93,22 @@ int dmrb_snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv,
 		goto bad_args;
 	}
 
+	/*
+	 * The COW first, in the table's mode: had the origin been got
+	 * read-only first, a COW on the same device would upgrade the
+	 * table's entry for it, freeing the dm_dev the origin holds.  A
+	 * mode already held is never upgraded.
+	 */
+	r = dm_get_device(ti, argv[1], dm_table_get_mode(ti->table), &s->cow_dev);
+	if (r) {
+		ti->error = "Cannot get COW device";
+		goto bad_args;
+	}
 	/* A merge writes the origin. */
 	r = dm_get_device(ti, argv[0], merge ? dm_table_get_mode(ti->table) : FMODE_READ,
 			  &s->origin_dev);
 	if (r) {
 		ti->error = "Cannot get origin device";
-		goto bad_args;
-	}
-	r = dm_get_device(ti, argv[1], dm_table_get_mode(ti->table), &s->cow_dev);
-	if (r) {
-		ti->error = "Cannot get COW device";
 		goto bad_args;
 	}
 	if (s->cow_dev->bdev == s->origin_dev->bdev) {
@@ -426,7 +432,7 @@ static int origin_iterate_devices(struct dm_target *ti,
 
 struct target_type dmrb_origin_target = {
 	.name = "rollback-origin",
-	.version = {1, 1, 0},
+	.version = {1, 2, 0},
 	.module = THIS_MODULE,
 	.ctr = origin_ctr,
 	.dtr = origin_dtr,
@@ -437,7 +443,7 @@ struct target_type dmrb_origin_target = {
 
 struct target_type dmrb_snapshot_target = {
 	.name = "rollback-snap",
-	.version = {1, 1, 0},
+	.version = {1, 2, 0},
 	.module = THIS_MODULE,
 	.ctr = snap_ctr,
 	.dtr = dmrb_snapshot_dtr,

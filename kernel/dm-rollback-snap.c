@@ -198,7 +198,7 @@ static int snapshot_map(struct dm_target *ti, struct bio *bio)
 	struct dmrb_snapshot *s = ti->private;
 	struct dmrb_tracked *t = dm_per_bio_data(bio, sizeof(*t));
 	struct dmrb_exception *e;
-	struct dmrb_pending *pe = NULL;
+	struct dmrb_pending *pe = NULL, *copying;
 	dmrb_chunk_t chunk;
 	int r = DM_MAPIO_REMAPPED;
 
@@ -223,10 +223,12 @@ static int snapshot_map(struct dm_target *ti, struct bio *bio)
 		goto out_unlock;
 	}
 
+	e = dmrb_table_lookup(&s->pending, chunk);
+	copying = e ? container_of(e, struct dmrb_pending, e) : NULL;
+
 	if (bio_data_dir(bio) == WRITE) {
-		e = dmrb_table_lookup(&s->pending, chunk);
-		if (e) {
-			bio_list_add(&container_of(e, struct dmrb_pending, e)->snap_bios, bio);
+		if (copying) {
+			bio_list_add(&copying->snap_bios, bio);
 		} else {
 			pe = dmrb_new_pending(s, chunk);
 			if (!pe) {
@@ -236,6 +238,17 @@ static int snapshot_map(struct dm_target *ti, struct bio *bio)
 			bio_list_add(&pe->snap_bios, bio);
 		}
 		r = DM_MAPIO_SUBMITTED;
+		goto out_unlock;
+	}
+
+	/*
+	 * Copied, not yet committed: the COW has the chunk already.  The
+	 * commit waits only for the origin reads tracked before the copy was
+	 * done, then releases the origin write; a read sent to the origin
+	 * after that wait could be overtaken by the write.
+	 */
+	if (copying && copying->copied && !copying->error) {
+		dmrb_remap_to_cow(s, bio, copying->e.new_chunk);
 		goto out_unlock;
 	}
 

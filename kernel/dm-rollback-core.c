@@ -201,16 +201,36 @@ int dmrb_register_snapshot(struct dmrb_snapshot *s)
 
 /* ---- invalidation ---- */
 
+static void retry_origin_bio(struct bio *bio);
+
 static void invalidate_work_fn(struct work_struct *work)
 {
 	struct dmrb_snapshot *s = container_of(work, struct dmrb_snapshot,
 					     invalidate_work);
+	struct bio_list bios;
+	struct bio *bio;
 
+	/* Written with FUA: on disk once it returns. */
 	if (s->store.ops->invalidate(&s->store))
 		DMERR("%s: cannot mark the COW invalid on disk", s->cow_dev->name);
+
+	/* Held back in vain if the write failed, so they go either way. */
+	mutex_lock(&s->lock);
+	s->invalidate_written = true;
+	bios = s->invalidate_bios;
+	bio_list_init(&s->invalidate_bios);
+	mutex_unlock(&s->lock);
+
+	while ((bio = bio_list_pop(&bios)))
+		retry_origin_bio(bio);
 }
 
-/* Called with s->lock held; the header is written from the workqueue. */
+/*
+ * Called with s->lock held; the header is written from the workqueue.
+ * Until it is on disk, dmrb_origin_write holds back the origin writes: one
+ * that changed a chunk this snapshot did not copy, with the header still
+ * saying valid at a crash, would leave a valid snapshot with wrong data.
+ */
 void dmrb_invalidate(struct dmrb_snapshot *s, const char *why)
 {
 	if (!s->valid || s->handed_over)
@@ -230,6 +250,7 @@ void dmrb_snapshot_init(struct dmrb_snapshot *s)
 
 	mutex_init(&s->lock);
 	mutex_init(&s->commit_lock);
+	bio_list_init(&s->invalidate_bios);
 	INIT_LIST_HEAD(&s->commit_queue);
 	atomic_set(&s->pending_count, 0);
 	INIT_WORK(&s->invalidate_work, invalidate_work_fn);
@@ -471,6 +492,10 @@ int dmrb_origin_write(struct dmrb_origin *o, sector_t sector,
 				bio_list_add(&pe->origin_bios, bio);
 				queued = true;
 			}
+		}
+		if (!s->valid && !s->invalidate_written && bio && !queued) {
+			bio_list_add(&s->invalidate_bios, bio);
+			queued = true;
 		}
 		mutex_unlock(&s->lock);
 	}

@@ -151,7 +151,9 @@ int dmrb_snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv,
 	if (r > 0) {
 		DMWARN("%s: COW is marked invalid", s->cow_dev->name);
 		s->valid = false;
-		s->invalidate_queued = true;	/* already on disk */
+		/* Already on disk. */
+		s->invalidate_queued = true;
+		s->invalidate_written = true;
 	}
 
 	if (s->store.chunk_sectors > ti->len) {

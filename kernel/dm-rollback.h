@@ -150,6 +150,9 @@ struct dmrb_snapshot {
 	bool valid;
 	bool active;
 	bool invalidate_queued;
+	bool invalidate_written;	/* the invalid header is on disk */
+	/* Origin writes that may go only once the invalid header is on disk. */
+	struct bio_list invalidate_bios;
 	struct dmrb_table complete;
 	struct dmrb_table pending;
 	u64 exception_count;		/* entries in complete */

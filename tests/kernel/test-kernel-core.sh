@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # The copy and commit engines under races and failures: what a snapshot
-# read returns while its chunk is being copied, and what is on disk when
-# an origin write overflows the COW.
+# read returns while its chunk is being copied, what is on disk when an
+# origin write overflows the COW; and COWs whose metadata is corrupt.
 #
 # Args: the parts to run (all without).
 # Disks: vda origin (32M), vdb and vdc COWs (64M).
@@ -63,7 +63,47 @@ overflow() {
         done
 }
 
-for part in ${*:-racing_reads overflow}; do
+# put_le64 DEV OFFSET VALUE: writes VALUE (hex, 16 digits) little-endian.
+put_le64() {
+        local hex=$3 bytes= i
+        for i in 14 12 10 8 6 4 2 0; do
+                bytes="$bytes\\$(printf %03o 0x${hex:$i:2})"
+        done
+        printf "$bytes" | dd of="$1" bs=1 seek="$2" conv=notrunc,fsync 2>/dev/null
+}
+
+corrupt_store() {
+        step "a COW whose exceptions point at metadata or past its end is refused"
+        must rbio fill /dev/vda 1
+        make_origin rollback o /dev/vda
+        local new_chunk why
+        # Chunks of 4 KiB: the header is chunk 0, area 0 chunk 1 (its first
+        # entry at byte 4096), area 1 chunk 258, the COW 16384 chunks long.
+        for bad in "2000000000000000 points past the end" "0000000000004000 points past the end" \
+                   "0000000000000001 points at COW metadata" "0000000000000102 points at COW metadata"; do
+                new_chunk=${bad%% *}
+                why=${bad#* }
+                zero_cow /dev/vdb
+                make_snapshot rollback o s /dev/vdb 8 || fail "create s"
+                must dd if=/dev/zero of=/dev/mapper/o bs=4096 count=3 oflag=direct 2>/dev/null
+                must dmsetup remove s
+                put_le64 /dev/vdb $((4096 + 8)) $new_chunk
+                dmesg -c > /dev/null
+                must dmsetup suspend o
+                if dmsetup create s --table "0 $size rollback-snap /dev/mapper/o-real /dev/vdb P 8"; then
+                        dmsetup resume o
+                        fail "a COW with new_chunk 0x$new_chunk loaded: $(snapshot_status s)"
+                fi
+                must dmsetup resume o
+                dmesg | grep -q "COW metadata $why" ||
+                        fail "no 'COW metadata $why' for new_chunk 0x$new_chunk: $(dmesg | tail -n 3)"
+                no_splat "new_chunk 0x$new_chunk"
+                echo "refused: new_chunk 0x$new_chunk"
+        done
+        remove_all
+}
+
+for part in ${*:-racing_reads overflow corrupt_store}; do
         $part
 done
 pass "core"

@@ -34,6 +34,7 @@ static void snapshot_free(struct dmrb_snapshot *s)
 		s->store.ops->destroy(&s->store);
 	dmrb_table_destroy(&s->pending, false);
 	dmrb_table_destroy(&s->complete, true);
+	mempool_destroy(s->pending_pool);
 	if (s->cow_dev)
 		dm_put_device(s->ti, s->cow_dev);
 	if (s->origin_dev)
@@ -69,7 +70,11 @@ int dmrb_snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv,
 	s->ti = ti;
 	s->valid = true;
 	s->merge = merge;
-	dmrb_snapshot_init(s);
+	r = dmrb_snapshot_init(s);
+	if (r) {
+		ti->error = "Cannot allocate pending exceptions";
+		goto bad_args;
+	}
 
 	if (!strcasecmp(argv[2], "P")) {
 		s->store.ops = &dmrb_persistent_store_ops;
@@ -200,7 +205,7 @@ static int snapshot_map(struct dm_target *ti, struct bio *bio)
 	struct dmrb_snapshot *s = ti->private;
 	struct dmrb_tracked *t = dm_per_bio_data(bio, sizeof(*t));
 	struct dmrb_exception *e;
-	struct dmrb_pending *pe = NULL, *copying;
+	struct dmrb_pending *pe = NULL, *copying, *spare = NULL;
 	dmrb_chunk_t chunk;
 	int r = DM_MAPIO_REMAPPED;
 
@@ -213,6 +218,7 @@ static int snapshot_map(struct dm_target *ti, struct bio *bio)
 
 	chunk = dm_target_offset(ti, bio->bi_iter.bi_sector) >> s->store.chunk_shift;
 
+again:
 	mutex_lock(&s->lock);
 	if (!s->valid || s->handed_over) {
 		r = DM_MAPIO_KILL;
@@ -232,11 +238,25 @@ static int snapshot_map(struct dm_target *ti, struct bio *bio)
 		if (copying) {
 			bio_list_add(&copying->snap_bios, bio);
 		} else {
-			pe = dmrb_new_pending(s, chunk);
+			if (!spare)
+				spare = dmrb_alloc_pending(s, GFP_NOWAIT);
+			if (!spare) {
+				/* The reserve fills as copies commit, which takes s->lock. */
+				mutex_unlock(&s->lock);
+				spare = dmrb_alloc_pending(s, GFP_NOIO);
+				if (spare)
+					goto again;
+				mutex_lock(&s->lock);
+				dmrb_invalidate(s, "out of memory");
+				r = DM_MAPIO_KILL;
+				goto out_unlock;
+			}
+			pe = dmrb_new_pending(s, chunk, spare);
 			if (!pe) {
 				r = DM_MAPIO_KILL;
 				goto out_unlock;
 			}
+			spare = NULL;
 			bio_list_add(&pe->snap_bios, bio);
 		}
 		r = DM_MAPIO_SUBMITTED;
@@ -261,6 +281,8 @@ static int snapshot_map(struct dm_target *ti, struct bio *bio)
 
 out_unlock:
 	mutex_unlock(&s->lock);
+	if (spare)
+		dmrb_free_pending(spare);
 	if (pe)
 		dmrb_start_copy(s->origin, pe);
 	return r;

@@ -14,6 +14,7 @@
 #include <linux/completion.h>
 #include <linux/device-mapper.h>
 #include <linux/list.h>
+#include <linux/mempool.h>
 #include <linux/mutex.h>
 #include <linux/rwsem.h>
 #include <linux/spinlock.h>
@@ -144,6 +145,7 @@ struct dmrb_snapshot {
 	unsigned int table_chunk;	/* as given in the table */
 	struct dmrb_store store;
 	struct dmrb_merge *merge;	/* a rollback-merge only */
+	mempool_t *pending_pool;	/* for struct dmrb_pending */
 
 	/* Protects everything below except the tracked reads. */
 	struct mutex lock;
@@ -236,12 +238,15 @@ int dmrb_add_recorded_exception(void *context, dmrb_chunk_t old_chunk,
 				dmrb_chunk_t new_chunk);
 
 struct dmrb_origin *dmrb_find_origin(dev_t dev);
-void dmrb_snapshot_init(struct dmrb_snapshot *s);
+int dmrb_snapshot_init(struct dmrb_snapshot *s);
 int dmrb_register_snapshot(struct dmrb_snapshot *s);
 void dmrb_unregister_snapshot(struct dmrb_snapshot *s);
 void dmrb_invalidate(struct dmrb_snapshot *s, const char *why);
 
-struct dmrb_pending *dmrb_new_pending(struct dmrb_snapshot *s, dmrb_chunk_t chunk);
+struct dmrb_pending *dmrb_alloc_pending(struct dmrb_snapshot *s, gfp_t gfp);
+void dmrb_free_pending(struct dmrb_pending *pe);
+struct dmrb_pending *dmrb_new_pending(struct dmrb_snapshot *s, dmrb_chunk_t chunk,
+				      struct dmrb_pending *pe);
 void dmrb_start_copy(struct dmrb_origin *o, struct dmrb_pending *chain);
 int dmrb_origin_write(struct dmrb_origin *o, sector_t sector,
 		      unsigned int count, struct bio *bio);

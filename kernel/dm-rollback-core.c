@@ -206,6 +206,7 @@ int dmrb_register_snapshot(struct dmrb_snapshot *s)
 		}
 		fresh->dev = s->origin_dev->bdev->bd_dev;
 		INIT_LIST_HEAD(&fresh->snapshots);
+		mutex_init(&fresh->commit_lock);
 		list_add_tail(&fresh->list, &dmrb_origins);
 		o = fresh;
 		fresh = NULL;
@@ -277,7 +278,6 @@ int dmrb_snapshot_init(struct dmrb_snapshot *s)
 	if (!s->pending_pool)
 		return -ENOMEM;
 	mutex_init(&s->lock);
-	mutex_init(&s->commit_lock);
 	bio_list_init(&s->invalidate_bios);
 	INIT_LIST_HEAD(&s->commit_queue);
 	atomic_set(&s->pending_count, 0);
@@ -396,6 +396,7 @@ struct dmrb_commit_ctx {
 	struct completion written;
 	unsigned long write_error;
 	bool writing;
+	unsigned int committed;		/* for release_pending() */
 };
 
 static void commit_begin(struct dmrb_snapshot *s, struct dmrb_commit_ctx *c);
@@ -412,6 +413,7 @@ static void copy_done(int read_err, unsigned long write_err, void *context)
 {
 	struct dmrb_commit_ctx ctx[DM_KCOPYD_MAX_REGIONS];
 	struct dmrb_pending *pe = context;
+	struct dmrb_origin *o = pe->snap->origin;
 	struct bio_list origin_bios;
 	unsigned int i, n = 0;
 
@@ -429,6 +431,8 @@ static void copy_done(int read_err, unsigned long write_err, void *context)
 		pe = next;
 	}
 
+	/* Freed with the last snapshot: unlocked before any is released. */
+	mutex_lock(&o->commit_lock);
 	for (i = 0; i < n; i++)
 		commit_begin(ctx[i].snap, &ctx[i]);
 	for (i = 0; i < n; i++)
@@ -440,6 +444,9 @@ static void copy_done(int read_err, unsigned long write_err, void *context)
 	bio_list_init(&origin_bios);
 	for (i = 0; i < n; i++)
 		commit_end(&ctx[i], &origin_bios);
+	mutex_unlock(&o->commit_lock);
+	for (i = 0; i < n; i++)
+		release_pending(ctx[i].snap, ctx[i].committed);
 
 	/*
 	 * Not from here: a retried write may wait for a reserve that only
@@ -687,7 +694,6 @@ static void commit_begin(struct dmrb_snapshot *s, struct dmrb_commit_ctx *c)
 	c->writing = false;
 	INIT_LIST_HEAD(&c->done);
 
-	mutex_lock(&s->commit_lock);
 	mutex_lock(&s->lock);
 	list_for_each_entry_safe(pe, tmp, &s->commit_queue, queue) {
 		if (!pe->copied)
@@ -701,7 +707,7 @@ static void commit_begin(struct dmrb_snapshot *s, struct dmrb_commit_ctx *c)
 	valid = s->valid;
 	mutex_unlock(&s->lock);
 
-	/* May write a full area: under commit_lock, not s->lock. */
+	/* May write a full area: under the origin's commit_lock, not s->lock. */
 	if (valid && !list_empty(&batch))
 		r = s->store.ops->stage(&s->store, &batch);
 	if (r < 0) {
@@ -740,7 +746,7 @@ static void commit_wait(struct dmrb_commit_ctx *c)
 /*
  * Waits for the metadata, then lets the snapshot writes that waited for it
  * go; the origin writes are added to origin_bios, for the caller to send
- * again once no commit_lock is held.
+ * again once the commit_lock is dropped.
  */
 static void commit_end(struct dmrb_commit_ctx *c, struct bio_list *origin_bios)
 {
@@ -783,8 +789,7 @@ static void commit_end(struct dmrb_commit_ctx *c, struct bio_list *origin_bios)
 		dmrb_free_pending(pe);
 		n++;
 	}
-	mutex_unlock(&s->commit_lock);
-	release_pending(s, n);
+	c->committed = n;
 }
 
 /* ---- the module ---- */

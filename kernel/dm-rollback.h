@@ -131,6 +131,13 @@ struct dmrb_origin {
 	struct list_head snapshots;
 	struct dm_kcopyd_client *kc;
 	unsigned int min_chunk;		/* smallest chunk of its snapshots */
+	/*
+	 * Serialises the commits of its snapshots, each store staging one
+	 * batch at a time.  A group commit holds it once for all the
+	 * snapshots of a copy: one lock per snapshot would nest locks of a
+	 * class, in an order the chains do not promise.
+	 */
+	struct mutex commit_lock;
 };
 
 struct dmrb_merge;
@@ -161,9 +168,6 @@ struct dmrb_snapshot {
 	struct list_head commit_queue;	/* dmrb_pending, allocation order */
 	atomic_t pending_count;		/* see release_pending() */
 	struct work_struct invalidate_work;
-
-	/* Serialises commits: the store stages one batch at a time. */
-	struct mutex commit_lock;
 
 	/*
 	 * Snapshot reads sent to the origin and still in flight; for a merge,

@@ -142,7 +142,26 @@ pressure() {
         rm -f /tmp/model /tmp/o-model
 }
 
-for part in ${*:-racing_reads overflow corrupt_store pressure}; do
+group_commit() {
+        step "snapshots that share copies commit them together without a lock warning"
+        must rbio fill /dev/vda 1
+        must dd if=/dev/zero of=/tmp/model bs=1M count=32 2>/dev/null
+        must rbio fill /tmp/model 1
+        zero_cow /dev/vdb
+        zero_cow /dev/vdc
+        make_origin rollback o /dev/vda
+        make_snapshot rollback o s1 /dev/vdb 8 || fail "create s1"
+        make_snapshot rollback o s2 /dev/vdc 8 || fail "create s2"
+        dmesg -c > /dev/null
+        must rbio write /dev/mapper/o --seed 11 --count 200 --threads 4 --direct > /dev/null
+        must rbio cmp /dev/mapper/s1 /tmp/model
+        must rbio cmp /dev/mapper/s2 /tmp/model
+        no_splat "group commit"
+        remove_all
+        rm -f /tmp/model
+}
+
+for part in ${*:-racing_reads overflow corrupt_store pressure group_commit}; do
         $part
 done
 pass "core"

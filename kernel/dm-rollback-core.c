@@ -36,8 +36,28 @@ DECLARE_RWSEM(dmrb_origins_lock);
 static LIST_HEAD(dmrb_origins);
 struct kmem_cache *dmrb_exception_cache;
 static struct kmem_cache *dmrb_pending_cache;
-static mempool_t *dmrb_pending_pool;
 struct workqueue_struct *dmrb_wq;
+
+/* Origin writes to send again once their copies are committed. */
+static DEFINE_SPINLOCK(retry_lock);
+static struct bio_list retry_bios = BIO_EMPTY_LIST;
+static void retry_work_fn(struct work_struct *work);
+static DECLARE_WORK(retry_work, retry_work_fn);
+
+/*
+ * For the tests: pending exceptions come only from the pools' reserves,
+ * as when memory is short.
+ */
+static bool fail_pending_alloc;
+module_param(fail_pending_alloc, bool, 0644);
+MODULE_PARM_DESC(fail_pending_alloc, "Take pending exceptions only from the reserves (testing)");
+
+static void *pending_pool_alloc(gfp_t gfp, void *cache)
+{
+	if (READ_ONCE(fail_pending_alloc))
+		return NULL;
+	return mempool_alloc_slab(gfp, cache);
+}
 
 /* ---- exception tables ---- */
 
@@ -186,6 +206,7 @@ int dmrb_register_snapshot(struct dmrb_snapshot *s)
 		}
 		fresh->dev = s->origin_dev->bdev->bd_dev;
 		INIT_LIST_HEAD(&fresh->snapshots);
+		mutex_init(&fresh->commit_lock);
 		list_add_tail(&fresh->list, &dmrb_origins);
 		o = fresh;
 		fresh = NULL;
@@ -201,16 +222,36 @@ int dmrb_register_snapshot(struct dmrb_snapshot *s)
 
 /* ---- invalidation ---- */
 
+static void retry_origin_bio(struct bio *bio);
+
 static void invalidate_work_fn(struct work_struct *work)
 {
 	struct dmrb_snapshot *s = container_of(work, struct dmrb_snapshot,
 					     invalidate_work);
+	struct bio_list bios;
+	struct bio *bio;
 
+	/* Written with FUA: on disk once it returns. */
 	if (s->store.ops->invalidate(&s->store))
 		DMERR("%s: cannot mark the COW invalid on disk", s->cow_dev->name);
+
+	/* Held back in vain if the write failed, so they go either way. */
+	mutex_lock(&s->lock);
+	s->invalidate_written = true;
+	bios = s->invalidate_bios;
+	bio_list_init(&s->invalidate_bios);
+	mutex_unlock(&s->lock);
+
+	while ((bio = bio_list_pop(&bios)))
+		retry_origin_bio(bio);
 }
 
-/* Called with s->lock held; the header is written from the workqueue. */
+/*
+ * Called with s->lock held; the header is written from the workqueue.
+ * Until it is on disk, dmrb_origin_write holds back the origin writes: one
+ * that changed a chunk this snapshot did not copy, with the header still
+ * saying valid at a crash, would leave a valid snapshot with wrong data.
+ */
 void dmrb_invalidate(struct dmrb_snapshot *s, const char *why)
 {
 	if (!s->valid || s->handed_over)
@@ -223,19 +264,28 @@ void dmrb_invalidate(struct dmrb_snapshot *s, const char *why)
 	}
 }
 
-/* The parts of a new snapshot that the core looks after. */
-void dmrb_snapshot_init(struct dmrb_snapshot *s)
+/*
+ * The parts of a new snapshot that the core looks after.  Its own reserve
+ * of pending exceptions: one that others share may be held empty by the
+ * very snapshot whose commits would fill it.
+ */
+int dmrb_snapshot_init(struct dmrb_snapshot *s)
 {
 	unsigned int i;
 
+	s->pending_pool = mempool_create(DMRB_MIN_PENDING, pending_pool_alloc,
+					 mempool_free_slab, dmrb_pending_cache);
+	if (!s->pending_pool)
+		return -ENOMEM;
 	mutex_init(&s->lock);
-	mutex_init(&s->commit_lock);
+	bio_list_init(&s->invalidate_bios);
 	INIT_LIST_HEAD(&s->commit_queue);
 	atomic_set(&s->pending_count, 0);
 	INIT_WORK(&s->invalidate_work, invalidate_work_fn);
 	spin_lock_init(&s->tracked_lock);
 	for (i = 0; i < DMRB_TRACKED_BUCKETS; i++)
 		INIT_HLIST_HEAD(&s->tracked[i]);
+	return 0;
 }
 
 /*
@@ -270,27 +320,50 @@ void dmrb_unregister_snapshot(struct dmrb_snapshot *s)
 /* ---- copies ---- */
 
 /*
- * Called with s->lock held.  Returns NULL (having invalidated the
- * snapshot) when the COW is full.
+ * A pending exception for s with its complete exception, or NULL.  With
+ * GFP_NOIO it may wait for the copies of s to be committed, which needs
+ * s->lock: the caller must not hold it then.
  */
-struct dmrb_pending *dmrb_new_pending(struct dmrb_snapshot *s, dmrb_chunk_t chunk)
+struct dmrb_pending *dmrb_alloc_pending(struct dmrb_snapshot *s, gfp_t gfp)
 {
 	struct dmrb_pending *pe;
-	struct dmrb_exception *done;
-	dmrb_chunk_t new_chunk;
 
-	done = kmem_cache_alloc(dmrb_exception_cache, GFP_NOIO);
-	if (!done) {
-		dmrb_invalidate(s, "out of memory");
+	pe = mempool_alloc(s->pending_pool, gfp);
+	if (!pe)
+		return NULL;
+	pe->done = kmem_cache_alloc(dmrb_exception_cache, gfp);
+	if (!pe->done) {
+		mempool_free(pe, s->pending_pool);
 		return NULL;
 	}
+	pe->snap = s;
+	return pe;
+}
+
+/* Frees one from dmrb_alloc_pending, used or not. */
+void dmrb_free_pending(struct dmrb_pending *pe)
+{
+	if (pe->done)
+		kmem_cache_free(dmrb_exception_cache, pe->done);
+	mempool_free(pe, pe->snap->pending_pool);
+}
+
+/*
+ * Called with s->lock held; pe comes from dmrb_alloc_pending.  Returns
+ * NULL (having invalidated the snapshot, pe still the caller's) when the
+ * COW is full.
+ */
+struct dmrb_pending *dmrb_new_pending(struct dmrb_snapshot *s, dmrb_chunk_t chunk,
+				      struct dmrb_pending *pe)
+{
+	struct dmrb_exception *done = pe->done;
+	dmrb_chunk_t new_chunk;
+
 	if (s->store.ops->allocate(&s->store, &new_chunk)) {
-		kmem_cache_free(dmrb_exception_cache, done);
 		dmrb_invalidate(s, "COW device is full");
 		return NULL;
 	}
 
-	pe = mempool_alloc(dmrb_pending_pool, GFP_NOIO);
 	memset(pe, 0, sizeof(*pe));
 	pe->e.old_chunk = chunk;
 	pe->e.new_chunk = new_chunk;
@@ -304,13 +377,6 @@ struct dmrb_pending *dmrb_new_pending(struct dmrb_snapshot *s, dmrb_chunk_t chun
 	list_add_tail(&pe->queue, &s->commit_queue);
 	atomic_inc(&s->pending_count);
 	return pe;
-}
-
-static void free_pending(struct dmrb_pending *pe)
-{
-	if (pe->done)
-		kmem_cache_free(dmrb_exception_cache, pe->done);
-	mempool_free(pe, dmrb_pending_pool);
 }
 
 /*
@@ -330,12 +396,13 @@ struct dmrb_commit_ctx {
 	struct completion written;
 	unsigned long write_error;
 	bool writing;
+	unsigned int committed;		/* for release_pending() */
 };
 
 static void commit_begin(struct dmrb_snapshot *s, struct dmrb_commit_ctx *c);
 static void commit_write(struct dmrb_commit_ctx *c, bool data_flush);
 static void commit_wait(struct dmrb_commit_ctx *c);
-static void commit_end(struct dmrb_commit_ctx *c);
+static void commit_end(struct dmrb_commit_ctx *c, struct bio_list *origin_bios);
 
 /*
  * Group commit: every snapshot of the copy stages its metadata, then all
@@ -346,6 +413,8 @@ static void copy_done(int read_err, unsigned long write_err, void *context)
 {
 	struct dmrb_commit_ctx ctx[DM_KCOPYD_MAX_REGIONS];
 	struct dmrb_pending *pe = context;
+	struct dmrb_origin *o = pe->snap->origin;
+	struct bio_list origin_bios;
 	unsigned int i, n = 0;
 
 	while (pe) {
@@ -362,6 +431,8 @@ static void copy_done(int read_err, unsigned long write_err, void *context)
 		pe = next;
 	}
 
+	/* Freed with the last snapshot: unlocked before any is released. */
+	mutex_lock(&o->commit_lock);
 	for (i = 0; i < n; i++)
 		commit_begin(ctx[i].snap, &ctx[i]);
 	for (i = 0; i < n; i++)
@@ -370,8 +441,23 @@ static void copy_done(int read_err, unsigned long write_err, void *context)
 		commit_wait(&ctx[i]);
 	for (i = 0; i < n; i++)
 		commit_write(&ctx[i], false);
+	bio_list_init(&origin_bios);
 	for (i = 0; i < n; i++)
-		commit_end(&ctx[i]);
+		commit_end(&ctx[i], &origin_bios);
+	mutex_unlock(&o->commit_lock);
+	for (i = 0; i < n; i++)
+		release_pending(ctx[i].snap, ctx[i].committed);
+
+	/*
+	 * Not from here: a retried write may wait for a reserve that only
+	 * copies finishing on this kcopyd thread fill.
+	 */
+	if (!bio_list_empty(&origin_bios)) {
+		spin_lock(&retry_lock);
+		bio_list_merge(&retry_bios, &origin_bios);
+		spin_unlock(&retry_lock);
+		queue_work(dmrb_wq, &retry_work);
+	}
 }
 
 /*
@@ -446,24 +532,47 @@ int dmrb_origin_write(struct dmrb_origin *o, sector_t sector,
 	list_for_each_entry(s, &o->snapshots, origin_list) {
 		dmrb_chunk_t chunk = sector >> s->store.chunk_shift;
 		dmrb_chunk_t last = (sector + count - 1) >> s->store.chunk_shift;
+		struct dmrb_pending *spare = NULL;
 
 		/* A merge never takes new exceptions; a handed-over COW is not ours. */
 		if (s->merge || s->handed_over)
 			continue;
 		mutex_lock(&s->lock);
-		for (; chunk <= last && s->valid && s->active; chunk++) {
+		while (chunk <= last && s->valid && s->active) {
 			struct dmrb_exception *e;
 			struct dmrb_pending *pe;
 
-			if (dmrb_table_lookup(&s->complete, chunk))
+			if (dmrb_table_lookup(&s->complete, chunk)) {
+				chunk++;
 				continue;
+			}
 			e = dmrb_table_lookup(&s->pending, chunk);
 			if (e) {
 				pe = container_of(e, struct dmrb_pending, e);
 			} else {
-				pe = dmrb_new_pending(s, chunk);
+				if (!spare)
+					spare = dmrb_alloc_pending(s, GFP_NOWAIT);
+				if (!spare) {
+					/*
+					 * The reserve of s fills as its copies are
+					 * committed, in allocation order: ours must
+					 * be started, and commits take s->lock.
+					 */
+					mutex_unlock(&s->lock);
+					start_copies(o, new_list);
+					new_list = NULL;
+					spare = dmrb_alloc_pending(s, GFP_NOIO);
+					mutex_lock(&s->lock);
+					if (!spare) {
+						dmrb_invalidate(s, "out of memory");
+						break;
+					}
+					continue;	/* the tables may have changed */
+				}
+				pe = dmrb_new_pending(s, chunk, spare);
 				if (!pe)
 					break;
+				spare = NULL;
 				pe->next_copy = new_list;
 				new_list = pe;
 			}
@@ -471,8 +580,15 @@ int dmrb_origin_write(struct dmrb_origin *o, sector_t sector,
 				bio_list_add(&pe->origin_bios, bio);
 				queued = true;
 			}
+			chunk++;
+		}
+		if (!s->valid && !s->invalidate_written && bio && !queued) {
+			bio_list_add(&s->invalidate_bios, bio);
+			queued = true;
 		}
 		mutex_unlock(&s->lock);
+		if (spare)
+			dmrb_free_pending(spare);
 	}
 
 	start_copies(o, new_list);
@@ -493,6 +609,20 @@ static void retry_origin_bio(struct bio *bio)
 
 	if (r == DM_MAPIO_REMAPPED)
 		submit_bio_noacct(bio);
+}
+
+static void retry_work_fn(struct work_struct *work)
+{
+	struct bio_list bios;
+	struct bio *bio;
+
+	spin_lock(&retry_lock);
+	bios = retry_bios;
+	bio_list_init(&retry_bios);
+	spin_unlock(&retry_lock);
+
+	while ((bio = bio_list_pop(&bios)))
+		retry_origin_bio(bio);
 }
 
 void dmrb_remap_to_cow(struct dmrb_snapshot *s, struct bio *bio,
@@ -564,7 +694,6 @@ static void commit_begin(struct dmrb_snapshot *s, struct dmrb_commit_ctx *c)
 	c->writing = false;
 	INIT_LIST_HEAD(&c->done);
 
-	mutex_lock(&s->commit_lock);
 	mutex_lock(&s->lock);
 	list_for_each_entry_safe(pe, tmp, &s->commit_queue, queue) {
 		if (!pe->copied)
@@ -578,7 +707,7 @@ static void commit_begin(struct dmrb_snapshot *s, struct dmrb_commit_ctx *c)
 	valid = s->valid;
 	mutex_unlock(&s->lock);
 
-	/* May write a full area: under commit_lock, not s->lock. */
+	/* May write a full area: under the origin's commit_lock, not s->lock. */
 	if (valid && !list_empty(&batch))
 		r = s->store.ops->stage(&s->store, &batch);
 	if (r < 0) {
@@ -614,8 +743,12 @@ static void commit_wait(struct dmrb_commit_ctx *c)
 	}
 }
 
-/* Waits for the metadata, then lets the I/O that waited for it go. */
-static void commit_end(struct dmrb_commit_ctx *c)
+/*
+ * Waits for the metadata, then lets the snapshot writes that waited for it
+ * go; the origin writes are added to origin_bios, for the caller to send
+ * again once the commit_lock is dropped.
+ */
+static void commit_end(struct dmrb_commit_ctx *c, struct bio_list *origin_bios)
 {
 	struct dmrb_snapshot *s = c->snap;
 	struct dmrb_pending *pe, *tmp;
@@ -624,7 +757,7 @@ static void commit_end(struct dmrb_commit_ctx *c)
 	commit_wait(c);
 
 	list_for_each_entry_safe(pe, tmp, &c->done, queue) {
-		struct bio_list origin_bios, snap_bios;
+		struct bio_list snap_bios;
 		struct bio *bio;
 		bool ok;
 
@@ -639,7 +772,7 @@ static void commit_end(struct dmrb_commit_ctx *c)
 			dmrb_table_insert(&s->complete, pe->done);
 			pe->done = NULL;
 		}
-		origin_bios = pe->origin_bios;
+		bio_list_merge(origin_bios, &pe->origin_bios);
 		snap_bios = pe->snap_bios;
 		mutex_unlock(&s->lock);
 
@@ -651,15 +784,12 @@ static void commit_end(struct dmrb_commit_ctx *c)
 				bio_io_error(bio);
 			}
 		}
-		while ((bio = bio_list_pop(&origin_bios)))
-			retry_origin_bio(bio);
 
 		list_del(&pe->queue);
-		free_pending(pe);
+		dmrb_free_pending(pe);
 		n++;
 	}
-	mutex_unlock(&s->commit_lock);
-	release_pending(s, n);
+	c->committed = n;
 }
 
 /* ---- the module ---- */
@@ -674,9 +804,6 @@ static int __init dm_rollback_init(void)
 	dmrb_pending_cache = KMEM_CACHE(dmrb_pending, 0);
 	if (!dmrb_pending_cache)
 		goto bad_pending_cache;
-	dmrb_pending_pool = mempool_create_slab_pool(DMRB_MIN_PENDING, dmrb_pending_cache);
-	if (!dmrb_pending_pool)
-		goto bad_pending_pool;
 	dmrb_wq = alloc_workqueue("dm-rollback", WQ_MEM_RECLAIM, 0);
 	if (!dmrb_wq)
 		goto bad_wq;
@@ -699,8 +826,6 @@ bad_snapshot_target:
 bad_origin_target:
 	destroy_workqueue(dmrb_wq);
 bad_wq:
-	mempool_destroy(dmrb_pending_pool);
-bad_pending_pool:
 	kmem_cache_destroy(dmrb_pending_cache);
 bad_pending_cache:
 	kmem_cache_destroy(dmrb_exception_cache);
@@ -714,7 +839,6 @@ static void __exit dm_rollback_exit(void)
 	dm_unregister_target(&dmrb_snapshot_target);
 	dm_unregister_target(&dmrb_origin_target);
 	destroy_workqueue(dmrb_wq);
-	mempool_destroy(dmrb_pending_pool);
 	kmem_cache_destroy(dmrb_pending_cache);
 	kmem_cache_destroy(dmrb_exception_cache);
 }

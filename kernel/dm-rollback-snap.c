@@ -34,6 +34,7 @@ static void snapshot_free(struct dmrb_snapshot *s)
 		s->store.ops->destroy(&s->store);
 	dmrb_table_destroy(&s->pending, false);
 	dmrb_table_destroy(&s->complete, true);
+	mempool_destroy(s->pending_pool);
 	if (s->cow_dev)
 		dm_put_device(s->ti, s->cow_dev);
 	if (s->origin_dev)
@@ -69,7 +70,11 @@ int dmrb_snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv,
 	s->ti = ti;
 	s->valid = true;
 	s->merge = merge;
-	dmrb_snapshot_init(s);
+	r = dmrb_snapshot_init(s);
+	if (r) {
+		ti->error = "Cannot allocate pending exceptions";
+		goto bad_args;
+	}
 
 	if (!strcasecmp(argv[2], "P")) {
 		s->store.ops = &dmrb_persistent_store_ops;
@@ -93,16 +98,22 @@ int dmrb_snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv,
 		goto bad_args;
 	}
 
+	/*
+	 * The COW first, in the table's mode: had the origin been got
+	 * read-only first, a COW on the same device would upgrade the
+	 * table's entry for it, freeing the dm_dev the origin holds.  A
+	 * mode already held is never upgraded.
+	 */
+	r = dm_get_device(ti, argv[1], dm_table_get_mode(ti->table), &s->cow_dev);
+	if (r) {
+		ti->error = "Cannot get COW device";
+		goto bad_args;
+	}
 	/* A merge writes the origin. */
 	r = dm_get_device(ti, argv[0], merge ? dm_table_get_mode(ti->table) : FMODE_READ,
 			  &s->origin_dev);
 	if (r) {
 		ti->error = "Cannot get origin device";
-		goto bad_args;
-	}
-	r = dm_get_device(ti, argv[1], dm_table_get_mode(ti->table), &s->cow_dev);
-	if (r) {
-		ti->error = "Cannot get COW device";
 		goto bad_args;
 	}
 	if (s->cow_dev->bdev == s->origin_dev->bdev) {
@@ -145,7 +156,9 @@ int dmrb_snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv,
 	if (r > 0) {
 		DMWARN("%s: COW is marked invalid", s->cow_dev->name);
 		s->valid = false;
-		s->invalidate_queued = true;	/* already on disk */
+		/* Already on disk. */
+		s->invalidate_queued = true;
+		s->invalidate_written = true;
 	}
 
 	if (s->store.chunk_sectors > ti->len) {
@@ -192,7 +205,7 @@ static int snapshot_map(struct dm_target *ti, struct bio *bio)
 	struct dmrb_snapshot *s = ti->private;
 	struct dmrb_tracked *t = dm_per_bio_data(bio, sizeof(*t));
 	struct dmrb_exception *e;
-	struct dmrb_pending *pe = NULL;
+	struct dmrb_pending *pe = NULL, *copying, *spare = NULL;
 	dmrb_chunk_t chunk;
 	int r = DM_MAPIO_REMAPPED;
 
@@ -205,6 +218,7 @@ static int snapshot_map(struct dm_target *ti, struct bio *bio)
 
 	chunk = dm_target_offset(ti, bio->bi_iter.bi_sector) >> s->store.chunk_shift;
 
+again:
 	mutex_lock(&s->lock);
 	if (!s->valid || s->handed_over) {
 		r = DM_MAPIO_KILL;
@@ -217,19 +231,46 @@ static int snapshot_map(struct dm_target *ti, struct bio *bio)
 		goto out_unlock;
 	}
 
+	e = dmrb_table_lookup(&s->pending, chunk);
+	copying = e ? container_of(e, struct dmrb_pending, e) : NULL;
+
 	if (bio_data_dir(bio) == WRITE) {
-		e = dmrb_table_lookup(&s->pending, chunk);
-		if (e) {
-			bio_list_add(&container_of(e, struct dmrb_pending, e)->snap_bios, bio);
+		if (copying) {
+			bio_list_add(&copying->snap_bios, bio);
 		} else {
-			pe = dmrb_new_pending(s, chunk);
+			if (!spare)
+				spare = dmrb_alloc_pending(s, GFP_NOWAIT);
+			if (!spare) {
+				/* The reserve fills as copies commit, which takes s->lock. */
+				mutex_unlock(&s->lock);
+				spare = dmrb_alloc_pending(s, GFP_NOIO);
+				if (spare)
+					goto again;
+				mutex_lock(&s->lock);
+				dmrb_invalidate(s, "out of memory");
+				r = DM_MAPIO_KILL;
+				goto out_unlock;
+			}
+			pe = dmrb_new_pending(s, chunk, spare);
 			if (!pe) {
 				r = DM_MAPIO_KILL;
 				goto out_unlock;
 			}
+			spare = NULL;
 			bio_list_add(&pe->snap_bios, bio);
 		}
 		r = DM_MAPIO_SUBMITTED;
+		goto out_unlock;
+	}
+
+	/*
+	 * Copied, not yet committed: the COW has the chunk already.  The
+	 * commit waits only for the origin reads tracked before the copy was
+	 * done, then releases the origin write; a read sent to the origin
+	 * after that wait could be overtaken by the write.
+	 */
+	if (copying && copying->copied && !copying->error) {
+		dmrb_remap_to_cow(s, bio, copying->e.new_chunk);
 		goto out_unlock;
 	}
 
@@ -240,6 +281,8 @@ static int snapshot_map(struct dm_target *ti, struct bio *bio)
 
 out_unlock:
 	mutex_unlock(&s->lock);
+	if (spare)
+		dmrb_free_pending(spare);
 	if (pe)
 		dmrb_start_copy(s->origin, pe);
 	return r;
@@ -426,7 +469,7 @@ static int origin_iterate_devices(struct dm_target *ti,
 
 struct target_type dmrb_origin_target = {
 	.name = "rollback-origin",
-	.version = {1, 1, 0},
+	.version = {1, 2, 0},
 	.module = THIS_MODULE,
 	.ctr = origin_ctr,
 	.dtr = origin_dtr,
@@ -437,7 +480,7 @@ struct target_type dmrb_origin_target = {
 
 struct target_type dmrb_snapshot_target = {
 	.name = "rollback-snap",
-	.version = {1, 1, 0},
+	.version = {1, 2, 0},
 	.module = THIS_MODULE,
 	.ctr = snap_ctr,
 	.dtr = dmrb_snapshot_dtr,

@@ -109,6 +109,14 @@ static void skip_area_chunk(struct dmrb_pstore *ps)
 		ps->next_free++;
 }
 
+/* The header and the metadata areas: never the copy of a chunk. */
+static bool is_metadata_chunk(struct dmrb_pstore *ps, dmrb_chunk_t chunk)
+{
+	u64 pos = chunk - DMRB_HEADER_CHUNKS;
+
+	return chunk < DMRB_HEADER_CHUNKS || !do_div(pos, ps->entries_per_area + 1);
+}
+
 static void free_areas(struct dmrb_pstore *ps)
 {
 	vfree(ps->area);
@@ -277,8 +285,14 @@ static int read_areas(struct dmrb_store *store, dmrb_add_exception_fn add,
 
 			if (!new_chunk)
 				break;
-			if (new_chunk << store->chunk_shift >= size) {
+			/* Shifted, a corrupt new_chunk could wrap into the device. */
+			if (new_chunk >= size >> store->chunk_shift) {
 				*error = "COW metadata points past the end of the device";
+				return -EINVAL;
+			}
+			/* Copies written there would overwrite the metadata. */
+			if (is_metadata_chunk(ps, new_chunk)) {
+				*error = "COW metadata points at COW metadata";
 				return -EINVAL;
 			}
 			if (new_chunk >= ps->next_free)

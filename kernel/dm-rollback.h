@@ -14,6 +14,7 @@
 #include <linux/completion.h>
 #include <linux/device-mapper.h>
 #include <linux/list.h>
+#include <linux/mempool.h>
 #include <linux/mutex.h>
 #include <linux/rwsem.h>
 #include <linux/spinlock.h>
@@ -130,6 +131,13 @@ struct dmrb_origin {
 	struct list_head snapshots;
 	struct dm_kcopyd_client *kc;
 	unsigned int min_chunk;		/* smallest chunk of its snapshots */
+	/*
+	 * Serialises the commits of its snapshots, each store staging one
+	 * batch at a time.  A group commit holds it once for all the
+	 * snapshots of a copy: one lock per snapshot would nest locks of a
+	 * class, in an order the chains do not promise.
+	 */
+	struct mutex commit_lock;
 };
 
 struct dmrb_merge;
@@ -144,21 +152,22 @@ struct dmrb_snapshot {
 	unsigned int table_chunk;	/* as given in the table */
 	struct dmrb_store store;
 	struct dmrb_merge *merge;	/* a rollback-merge only */
+	mempool_t *pending_pool;	/* for struct dmrb_pending */
 
 	/* Protects everything below except the tracked reads. */
 	struct mutex lock;
 	bool valid;
 	bool active;
 	bool invalidate_queued;
+	bool invalidate_written;	/* the invalid header is on disk */
+	/* Origin writes that may go only once the invalid header is on disk. */
+	struct bio_list invalidate_bios;
 	struct dmrb_table complete;
 	struct dmrb_table pending;
 	u64 exception_count;		/* entries in complete */
 	struct list_head commit_queue;	/* dmrb_pending, allocation order */
 	atomic_t pending_count;		/* see release_pending() */
 	struct work_struct invalidate_work;
-
-	/* Serialises commits: the store stages one batch at a time. */
-	struct mutex commit_lock;
 
 	/*
 	 * Snapshot reads sent to the origin and still in flight; for a merge,
@@ -241,12 +250,15 @@ int dmrb_add_recorded_exception(void *context, dmrb_chunk_t old_chunk,
 				dmrb_chunk_t new_chunk);
 
 struct dmrb_origin *dmrb_find_origin(dev_t dev);
-void dmrb_snapshot_init(struct dmrb_snapshot *s);
+int dmrb_snapshot_init(struct dmrb_snapshot *s);
 int dmrb_register_snapshot(struct dmrb_snapshot *s);
 void dmrb_unregister_snapshot(struct dmrb_snapshot *s);
 void dmrb_invalidate(struct dmrb_snapshot *s, const char *why);
 
-struct dmrb_pending *dmrb_new_pending(struct dmrb_snapshot *s, dmrb_chunk_t chunk);
+struct dmrb_pending *dmrb_alloc_pending(struct dmrb_snapshot *s, gfp_t gfp);
+void dmrb_free_pending(struct dmrb_pending *pe);
+struct dmrb_pending *dmrb_new_pending(struct dmrb_snapshot *s, dmrb_chunk_t chunk,
+				      struct dmrb_pending *pe);
 void dmrb_start_copy(struct dmrb_origin *o, struct dmrb_pending *chain);
 int dmrb_origin_write(struct dmrb_origin *o, sector_t sector,
 		      unsigned int count, struct bio *bio);

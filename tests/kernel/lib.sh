@@ -135,6 +135,15 @@ snapshot_status() {
         dmsetup status "$1" | cut -d' ' -f4-
 }
 
+# no_splat WHAT: the kernel log has no warning, oops or device leak (the
+# table's devices not put back as they were got) since the last dmesg -c.
+no_splat() {
+        local bad
+        bad=$(dmesg | grep -E 'WARNING|BUG|Call Trace|dm_put_device|not in table devices list|KASAN') &&
+                fail "$1: the kernel complained: $bad"
+        return 0
+}
+
 remove_all() {
         dmsetup remove_all || fail "cannot remove dm devices"
 }

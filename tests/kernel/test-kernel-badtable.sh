@@ -18,6 +18,7 @@ refused() {
         must_not dmsetup create bad --table "$1"
         dmsetup remove bad 2>/dev/null
         dmesg | grep -qF "$2" || fail "no '$2' for '$1': $(dmesg | tail -n 3)"
+        no_splat "'$1'"
         same_sum /dev/vdb "$cow_sum" "'$1' changed the COW device"
         same_sum /dev/vda "$origin_sum" "'$1' changed the origin device"
         echo "refused: $1 -> $2"

@@ -14,6 +14,10 @@
  *                                         the order they ran
  *   rbio cowmap COW                       validates a persistent COW and prints
  *                                         its canonical form
+ *   rbio snapread ORIGIN SNAP FILL [options]
+ *                                         origin writes racing snapshot reads
+ *                                         of the same blocks, which must see
+ *                                         the fill data (see cmd_snapread)
  *
  * write/readlat options (a RUN is the same options as the write that ran):
  *   --seed S --count N --bs BYTES --threads T (1..64) --direct
@@ -49,6 +53,7 @@
 #include <inttypes.h>
 #include <linux/fs.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -900,6 +905,107 @@ static int cmd_cowmap(const char *cow) {
         return flush_stdout(0);
 }
 
+/*
+ * snapread ORIGIN SNAP FILL [options]: one thread writes blocks 0, 1, ...
+ * of ORIGIN (--count of them, wrapping, --seed data, O_DIRECT) while
+ * --threads readers keep reading the block being written through SNAP, a
+ * snapshot taken when ORIGIN held fill FILL.  Every snapshot read must
+ * return the fill data: a read that sees the new data went to the origin
+ * after the write it should have preceded.  Exit 1 on such a read.
+ */
+struct snapread {
+        const char *snap;
+        uint64_t fill, bs;
+        atomic_uint_fast64_t pos;       /* the block being written */
+        atomic_bool stop;
+        atomic_uint_fast64_t reads, stale;
+        int error;
+};
+
+static void *snapread_reader(void *arg) {
+        struct snapread *r = arg;
+        uint64_t size, *buf;
+        int fd;
+
+        fd = open_target(r->snap, O_RDONLY | O_DIRECT, &size);
+        buf = alloc_buf(r->bs);
+        if (fd < 0 || !buf) {
+                r->error = 1;
+                return NULL;
+        }
+        while (!atomic_load(&r->stop)) {
+                uint64_t block = atomic_load(&r->pos), off = block * r->bs;
+                uint64_t piece = off & ~(uint64_t) ((1 << 20) - 1);
+
+                if (pread_exact(fd, buf, r->bs, off, r->snap) < 0) {
+                        r->error = 1;
+                        break;
+                }
+                atomic_fetch_add(&r->reads, 1);
+                if (!is_pattern(buf, r->bs / 8, fill_seed(r->fill, piece), (off - piece) / 8) &&
+                    atomic_fetch_add(&r->stale, 1) == 0)
+                        fprintf(stderr, "rbio: %s block %" PRIu64 " is not the snapshot's data\n",
+                                r->snap, block);
+        }
+        close(fd);
+        free(buf);
+        return NULL;
+}
+
+static int cmd_snapread(int argc, char **argv) {
+        struct snapread r = { .snap = argv[3] };
+        struct options o;
+        pthread_t tid[64];
+        uint64_t size, blocks, i;
+        unsigned started = 0;
+        void *buf;
+        int fd, bad = 0;
+
+        if (parse_num(argv[4], "the fill seed", &r.fill) < 0 ||
+            parse_options(argc, argv, 5, &o, NULL, NULL) < 0)
+                return 2;
+        if ((1 << 20) % o.bs) {
+                fprintf(stderr, "rbio: snapread needs --bs a divisor of 1 MiB\n");
+                return 2;
+        }
+        r.bs = o.bs;
+        fd = open_target(argv[2], O_WRONLY | O_DIRECT, &size);
+        if (fd < 0)
+                return 2;
+        buf = alloc_buf(o.bs);
+        blocks = size / o.bs;
+        if (!buf || !blocks)
+                return 2;
+        for (; started < o.threads; started++)
+                if (pthread_create(&tid[started], NULL, snapread_reader, &r)) {
+                        fprintf(stderr, "rbio: cannot start thread %u\n", started);
+                        bad = 2;
+                        break;
+                }
+        for (i = 0; i < o.count && !bad && !r.error && !atomic_load(&r.stale); i++) {
+                uint64_t block = i % blocks;
+
+                atomic_store(&r.pos, block);
+                fill_pattern(buf, o.bs, op_seed(o.seed, i, block));
+                if (pwrite_all(fd, buf, o.bs, block * o.bs) < 0) {
+                        fprintf(stderr, "rbio: write to %s failed: %m\n", argv[2]);
+                        bad = 2;
+                }
+        }
+        atomic_store(&r.stop, true);
+        for (unsigned t = 0; t < started; t++)
+                pthread_join(tid[t], NULL);
+        if (r.error)
+                bad = 2;
+        printf("snapread: writes=%" PRIu64 " reads=%" PRIu64 " stale=%" PRIu64 "\n",
+               i, (uint64_t) atomic_load(&r.reads), (uint64_t) atomic_load(&r.stale));
+        free(buf);
+        close(fd);
+        if (!bad && atomic_load(&r.stale))
+                bad = 1;
+        return flush_stdout(bad);
+}
+
 int main(int argc, char **argv) {
         struct options o;
         const char *model = NULL;
@@ -929,6 +1035,8 @@ int main(int argc, char **argv) {
                 }
                 return run_workers(argv[2], NULL, &o, read_worker, true, "read");
         }
-        fprintf(stderr, "usage: rbio fill|write|cmp|sum|readlat|written|cowmap TARGET ...\n");
+        if (argc >= 5 && !strcmp(argv[1], "snapread"))
+                return cmd_snapread(argc, argv);
+        fprintf(stderr, "usage: rbio fill|write|cmp|sum|readlat|written|cowmap|snapread TARGET ...\n");
         return 2;
 }

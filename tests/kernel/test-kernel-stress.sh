@@ -71,6 +71,7 @@ echo "$initial sectors to merge"
 ) &
 (
         for r in $(seq $((rounds * 4))); do
+                [ "$r" = 1 ] && merge_left o > /tmp/left-at-start
                 dmsetup suspend o || exit 1
                 sleep 0.3
                 dmsetup resume o || exit 1
@@ -86,7 +87,8 @@ done
 left=$(merge_left o) || fail "no merge: $(snapshot_status o)"
 echo "$left of $initial sectors left after the loops"
 [ "$left" -lt "$initial" ] || fail "the merge did not go on"
-[ "$left" -gt 0 ] || fail "the merge ended before the loops: nothing ran at once"
+# The loops began while the merge ran (how far it got depends on the kernel's speed).
+[ "$(cat /tmp/left-at-start)" -gt 0 ] || fail "the merge ended before the loops began: nothing ran at once"
 
 step "the merge ends at s1 plus the writes made during it"
 must dmsetup message o 0 merge_throttle 0

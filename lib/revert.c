@@ -21,6 +21,7 @@ static const char *const merge_state_table[_MERGE_STATE_MAX] = {
         [MERGE_FAILED] = "failed",
         [MERGE_DONE] = "done",
         [MERGE_PENDING] = "pending",
+        [MERGE_STOPPED] = "stopped",
 };
 
 DEFINE_STRING_TABLE(merge_state, enum merge_state, _MERGE_STATE_MAX);
@@ -196,24 +197,23 @@ fail:
         return r;
 }
 
-/* After a merge: the volume becomes an origin again (other snapshots) or plain. */
-static int merge_finish(struct pool *p, struct volume *v, struct snapshot *s, const struct stack *st) {
-        _cleanup_free_ char *volume = strdup(v->name), *origin = NULL;
+static bool cow_device_exists(const struct snapshot *s) {
+        _cleanup_free_ char *name = NULL;
+        struct rbdm_info info;
+
+        /* When in doubt, it exists: the merge is then left for the next boot. */
+        if (name_cow(s, &name) < 0 || rbdm_info(name, &info) < 0)
+                return true;
+        return info.exists;
+}
+
+/* The merge is over and its devices gone: the snapshot's record goes, and the volume's with its last one. */
+static int merge_finish_record(struct pool *p, struct volume *v, struct snapshot *s) {
+        _cleanup_free_ char *volume = strdup(v->name);
         bool others = pool_count_snapshots(p, v->name, false) > 1;
-        int r;
 
         if (!volume)
                 return -ENOMEM;
-        if (others) {
-                r = table_origin(st->backend, st->sectors, st->real_devt, &origin);
-                if (r < 0)
-                        return r;
-                r = rbdm_replace(volume, origin);
-        } else
-                r = disarm(volume, st);
-        if (r < 0)
-                return r;
-        remove_named(name_cow, s);
         pool_remove_snapshot(p, s);
         v = pool_find_volume(p, volume);
         free(v->merging);
@@ -221,6 +221,25 @@ static int merge_finish(struct pool *p, struct volume *v, struct snapshot *s, co
         if (!others)
                 pool_remove_volume(p, v);
         return pool_commit(p);
+}
+
+/* After a merge: the volume becomes an origin again (other snapshots) or plain. */
+static int merge_finish(struct pool *p, struct volume *v, struct snapshot *s, const struct stack *st) {
+        _cleanup_free_ char *origin = NULL;
+        int r;
+
+        if (pool_count_snapshots(p, v->name, false) > 1) {
+                r = table_origin(st->backend, st->sectors, st->real_devt, &origin);
+                if (r < 0)
+                        return r;
+                r = rbdm_replace(v->name, origin);
+        } else
+                r = disarm(v->name, st);
+        if (r < 0)
+                return r;
+        remove_named(name_cow, s);
+        rb_crash_point("merge-finish-swapped");
+        return merge_finish_record(p, v, s);
 }
 
 int rb_merge_poll(struct pool *p, const char *volume, bool finish, struct rb_merge_progress *ret) {
@@ -241,6 +260,16 @@ int rb_merge_poll(struct pool *p, const char *volume, bool finish, struct rb_mer
         r = stack_read(volume, &st);
         if (r < 0)
                 return r;
+        if (!st.merging && st.backend >= 0 && !cow_device_exists(s)) {
+                /*
+                 * Back on the origin table with the COW device gone: only a
+                 * merge finish cut off before its commit leaves that.
+                 */
+                ret->state = MERGE_DONE;
+                ret->percent = 100.0;
+                ret->eta_seconds = 0;
+                return finish ? merge_finish_record(p, v, s) : 0;
+        }
         if (!st.merging) {
                 /* Recorded, but not loaded (yet): at the next boot it will be. */
                 ret->state = MERGE_PENDING;
@@ -263,7 +292,7 @@ int rb_merge_poll(struct pool *p, const char *volume, bool finish, struct rb_mer
                 ret->eta_seconds = (int64_t) ((double) remaining * elapsed / 1e6 /
                                               (ret->chunks_total - remaining));
         if (remaining > 0) {
-                ret->state = MERGE_RUNNING;
+                ret->state = u.stopped ? MERGE_STOPPED : MERGE_RUNNING;
                 return 0;
         }
         ret->state = MERGE_DONE;

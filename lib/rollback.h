@@ -73,6 +73,7 @@ int rb_snapshot_extend(struct pool *p, const char *name, uint64_t count);
 struct rb_usage {
         bool present;             /* the dm device exists */
         bool invalid;             /* the kernel says Invalid / Overflow / Merge failed */
+        bool stopped;             /* a merge that is not moving: its device suspended, or the target says "stopped" */
         uint64_t allocated;       /* sectors */
         uint64_t total;
         uint64_t metadata;
@@ -86,6 +87,7 @@ enum merge_state {
         MERGE_FAILED,
         MERGE_DONE,
         MERGE_PENDING,          /* recorded, not loaded: it goes on at the next boot */
+        MERGE_STOPPED,          /* loaded, chunks left, but not moving (suspended, or stopped by the target) */
         _MERGE_STATE_MAX,
         _MERGE_STATE_INVALID = -EINVAL,
 };

@@ -289,6 +289,7 @@ int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage 
         unsigned long long a, t, m;
         const char *params;
         struct rbdm_info info;
+        char word[16];
         int r, skip = 0;
 
         *ret = (struct rb_usage) {};
@@ -307,6 +308,8 @@ int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage 
         if (r < 0)
                 return r;
         ret->present = true;
+        /* A suspended merge does not move, in either implementation. */
+        ret->stopped = info.suspended;
         /* "start len target <status>" */
         if (sscanf(status, "%*u %*u %*s %n", &skip) < 0 || skip == 0)
                 return -EIO;
@@ -315,6 +318,9 @@ int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage 
                 ret->allocated = a;
                 ret->total = t;
                 ret->metadata = m;
+                /* rollback-merge appends its state; upstream's merge has none. */
+                if (sscanf(params, "%*u/%*u %*u %*u %15s", word) == 1 && strcmp(word, "stopped") == 0)
+                        ret->stopped = true;
         } else
                 ret->invalid = true;    /* Invalid, Overflow, Merge failed */
         return 0;

@@ -602,9 +602,12 @@ static void draw_progress(const char *name, double percent, int64_t eta) {
                 fprintf(stderr, "\r%s [%s] %5.1f%%           ", name, bar, percent);
 }
 
+/* How long wait watches a merge that does not move before it says so: a table swap stops it for a moment. */
+#define WAIT_STOPPED_SEC 10U
+
 static int verb_wait(int argc, char *argv[]) {
         bool tty = isatty(STDERR_FILENO), drawn = false;
-        time_t deadline = arg_timeout ? time(NULL) + arg_timeout : 0;
+        time_t deadline = arg_timeout ? time(NULL) + arg_timeout : 0, stopped_since = 0;
 
         if (argc > 1) {
                 log_error("wait takes no arguments");
@@ -613,7 +616,8 @@ static int verb_wait(int argc, char *argv[]) {
         for (;;) {
                 struct op op = { .kind = OP_POLL };
                 json_object *j, *vols;
-                bool merging = false, failed = false, pending = false;
+                bool merging = false, failed = false, pending = false, moving = false;
+                _cleanup_free_ char *stopped = NULL;
                 int r;
 
                 r = run_op(&op);
@@ -638,6 +642,12 @@ static int verb_wait(int argc, char *argv[]) {
                                 continue;
                         }
                         merging = true;
+                        /* Suspended, or stopped by its target: maybe for a moment (a table swap), maybe for good. */
+                        if (strcmp(jstr(m, "state") ?: "", merge_state_to_string(MERGE_STOPPED)) == 0) {
+                                if (!stopped)
+                                        stopped = strdup(jstr(m, "snapshot") ?: "?");
+                        } else
+                                moving = true;
                         if (tty) {
                                 json_object_object_get_ex(m, "eta_seconds", &eta);
                                 draw_progress(jstr(m, "snapshot"), jdouble(m, "percent"),
@@ -660,6 +670,18 @@ static int verb_wait(int argc, char *argv[]) {
                 }
                 if (!merging)
                         break;
+                if (moving || !stopped)
+                        stopped_since = 0;
+                else if (!stopped_since)
+                        stopped_since = time(NULL);
+                else if (time(NULL) - stopped_since >= WAIT_STOPPED_SEC) {
+                        if (drawn)
+                                fputc('\n', stderr);
+                        log_error("the merge of snapshot '%s' has been stopped for %u s (its volume is suspended, "
+                                  "or its target stopped it): it goes on when the volume is resumed, or at the next boot",
+                                  stopped, WAIT_STOPPED_SEC);
+                        return EXIT_BUSY;
+                }
                 if (deadline && time(NULL) >= deadline) {
                         if (drawn)
                                 fputc('\n', stderr);

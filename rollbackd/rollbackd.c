@@ -320,6 +320,10 @@ static void finish_merges(struct daemon *d, struct pool *p) {
                 case MERGE_FAILED:
                         snprintf(status, sizeof(status), "Merge of %s into %s failed.", snapshot, volume);
                         break;
+                case MERGE_STOPPED:
+                        snprintf(status, sizeof(status), "Merge of %s into %s stopped at %.1f%% (volume suspended?).",
+                                 snapshot, volume, mp.percent);
+                        break;
                 default:
                         break;
                 }

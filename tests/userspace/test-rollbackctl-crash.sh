@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-# rollbackctl killed at every crash point of create, delete and revert
-# (ROLLBACK_CRASH_AT, see lib/crash-point.h and docs/states.md): the next
+# rollbackctl killed at every crash point of create, delete, revert and
+# merge finish (ROLLBACK_CRASH_AT, see lib/crash-point.h and docs/states.md): the next
 # command finds a state it recovers from — no volume left suspended, no
 # extent lost or shared, no snapshot "active" that may have missed a write,
 # no leftover device that blocks the name — and the operation then works.
+# Then `wait` on a merge that cannot go on (stopped, failed) ends with one
+# line and an exit code instead of waiting forever.
 . ./lib.sh
 . ./lib-userspace.sh
 ctl="rollbackctl --no-daemon"
@@ -90,4 +92,78 @@ recovered
 [ "$(state r1)" = merging ] || fail "r1 is $(state r1), not merging, after the revert was recorded"
 # Recorded, not loaded: the next boot merges it; until then wait says so.
 expect_rc 4 $ctl wait
+
+# A "reboot": every dm device removed, LVM activating anew, the early-boot step.
+reboot_volumes() {
+        must dmsetup remove_all
+        must lvm vgchange -q -ay vg0
+        must rollback-boot --pool /dev/mapper/vg0-pool
+}
+
+step "merge finish killed after its table change, before its commit"
+reboot_volumes
+uses_target vg0-root rollback-merge || fail "the recorded merge of r1 was not loaded at boot: $(dmsetup table vg0-root)"
+# r1 saw no write: its merge is done at once, and wait finishes it.
+crash merge-finish-swapped $ctl wait
+recovered
+uses_target vg0-root rollback-origin || fail "vg0-root is not on the origin table: $(dmsetup table vg0-root)"
+# The merge is over: wait completes the record instead of calling it pending.
+must $ctl wait --timeout 60
+[ "$(state r1)" = gone ] || fail "r1 is $(state r1) after its merge was finished"
+[ "$($ctl --json status | json_field extents_free)" = "$free_before" ] ||
+        fail "extents lost after the merge of r1 was finished"
+$ctl --json status | grep -q '"merge": {' && fail "a merge is still recorded"
+
+step "wait on a merge that is stopped: it says so and exits, it does not wait forever"
+must mount /dev/mapper/vg0-root /mnt
+# 8 MiB: what the merge copies over goes into keep's COW too, which must not overflow.
+must $ctl snapshot --name w1 --size 12M vg0-root
+dd if=/dev/urandom of=/mnt/usr/lib/big bs=1M count=8 2>/dev/null
+sync
+must umount /mnt
+# The merge would be done before dmsetup could stop it: until it is
+# throttled, its writes wait in a suspended gate under the volume's -real.
+real=rollback-vg0-root-real
+must dmsetup create gate --table "$(dmsetup table $real)"
+must dmsetup suspend $real
+must dmsetup reload $real --table "0 $(sectors /dev/mapper/gate) linear /dev/mapper/gate 0"
+must dmsetup resume $real
+must dmsetup suspend gate
+# Named: the search for the pool would read the volume held at the gate.
+must $ctl --pool /dev/mapper/vg0-pool revert w1 --now
+uses_target vg0-root rollback-merge || fail "no merge of w1: $(dmsetup table vg0-root)"
+# 64 KiB/s: a batch, then seconds of sleep, which the suspend ends.
+must dmsetup message vg0-root 0 merge_throttle 64
+must dmsetup resume gate
+must dmsetup suspend vg0-root
+left=$(merge_left vg0-root) || fail "no merge under way"
+[ "$left" -gt 0 ] || fail "the merge of w1 finished before it could be stopped"
+dmsetup status vg0-root
+start=$(date +%s)
+timeout 60 $ctl wait 2> /tmp/err
+rc=$?
+cat /tmp/err
+[ $rc = 4 ] || fail "wait on a stopped merge exited $rc, not 4"
+[ "$(grep -c '' /tmp/err)" = 1 ] || fail "wait said $(grep -c '' /tmp/err) lines, not one"
+grep -q "stopped" /tmp/err || fail "wait does not say the merge is stopped"
+echo "  wait gave up after $(( $(date +%s) - start )) s"
+# Slowed, so that it is still under way for the next step.
+must dmsetup message vg0-root 0 merge_throttle 64
+must dmsetup resume vg0-root
+[ "$(state w1)" = merging ] || fail "w1 is $(state w1) after wait on its stopped merge"
+
+step "wait on a merge that fails (its COW unreadable): it says so and exits"
+must dmsetup suspend vg0-root
+cow_sectors=$(sectors /dev/mapper/rollback-w1-cow)
+must dmsetup suspend rollback-w1-cow
+must dmsetup reload rollback-w1-cow --table "0 $cow_sectors error"
+must dmsetup resume rollback-w1-cow
+must dmsetup resume vg0-root
+timeout 60 $ctl wait 2> /tmp/err
+rc=$?
+cat /tmp/err
+dmsetup status vg0-root
+[ $rc = 6 ] || fail "wait on a failed merge exited $rc, not 6"
+[ "$(grep -c '' /tmp/err)" = 1 ] || fail "wait said $(grep -c '' /tmp/err) lines, not one"
+grep -q "failed" /tmp/err || fail "wait does not say the merge failed"
 pass

@@ -94,15 +94,21 @@ check_merge() {
         remove_all
 }
 
+# log_snapshot SEED: o and s over vda filled with SEED, pre the snapshot's
+# checksum, the log started and /tmp/model what o holds.
+log_snapshot() {
+        must rbio fill /dev/vda "$1"
+        over /dev/vda
+        zero_cow /dev/mapper/cowl
+        must dmsetup create o --table "0 $half rollback-origin /dev/mapper/o-real"
+        must dmsetup create s --table "0 $half rollback-snap /dev/mapper/o-real /dev/mapper/cowl P $chunk"
+        pre=$(checksum /dev/mapper/s) || fail "cannot read the snapshot"
+        start_log o s
+        cp /dev/mapper/o /tmp/model
+}
+
 step "origin writes of four threads, recorded"
-must rbio fill /dev/vda 1
-over /dev/vda
-zero_cow /dev/mapper/cowl
-must dmsetup create o --table "0 $half rollback-origin /dev/mapper/o-real"
-must dmsetup create s --table "0 $half rollback-snap /dev/mapper/o-real /dev/mapper/cowl P $chunk"
-pre=$(checksum /dev/mapper/s) || fail "cannot read the snapshot"
-start_log o s
-cp /dev/mapper/o /tmp/model
+log_snapshot 1
 must rbio write /dev/mapper/o /tmp/model --seed 3 --count 64 --bs 4096 --threads 4 --direct
 same_sum /dev/mapper/s "$pre" "the snapshot changed"
 stop_log
@@ -114,14 +120,7 @@ echo "$points points checked, the snapshot invalid at $invalid"
 
 step "origin writes that overflow a 256 KiB COW, recorded"
 cow_sectors=512
-must rbio fill /dev/vda 5
-over /dev/vda
-zero_cow /dev/mapper/cowl
-must dmsetup create o --table "0 $half rollback-origin /dev/mapper/o-real"
-must dmsetup create s --table "0 $half rollback-snap /dev/mapper/o-real /dev/mapper/cowl P $chunk"
-pre=$(checksum /dev/mapper/s) || fail "cannot read the snapshot"
-start_log o s
-cp /dev/mapper/o /tmp/model
+log_snapshot 5
 must rbio write /dev/mapper/o /tmp/model --seed 6 --count 48 --bs 8192 --threads 2 --direct
 [ "$(snapshot_status s)" = Invalid ] || fail "the snapshot did not overflow: $(snapshot_status s)"
 must rbio cmp /dev/mapper/o /tmp/model

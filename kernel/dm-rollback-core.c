@@ -110,15 +110,18 @@ void dmrb_table_destroy(struct dmrb_table *t, bool free_entries)
 	t->buckets = NULL;
 }
 
-int dmrb_add_recorded_exception(void *context, dmrb_chunk_t old_chunk,
-				  dmrb_chunk_t new_chunk)
+/*
+ * Records old_chunk -> new_chunk as read from a COW: a later entry for the
+ * same chunk supersedes an earlier one.  Returns 1 for a new entry, 0 for a
+ * superseded one.
+ */
+int dmrb_table_record(struct dmrb_table *t, dmrb_chunk_t old_chunk,
+		      dmrb_chunk_t new_chunk)
 {
-	struct dmrb_snapshot *s = context;
 	struct dmrb_exception *e;
 
-	e = dmrb_table_lookup(&s->complete, old_chunk);
+	e = dmrb_table_lookup(t, old_chunk);
 	if (e) {
-		/* A later entry for the same chunk supersedes an earlier one. */
 		e->new_chunk = new_chunk;
 		return 0;
 	}
@@ -127,8 +130,19 @@ int dmrb_add_recorded_exception(void *context, dmrb_chunk_t old_chunk,
 		return -ENOMEM;
 	e->old_chunk = old_chunk;
 	e->new_chunk = new_chunk;
-	dmrb_table_insert(&s->complete, e);
-	s->exception_count++;
+	dmrb_table_insert(t, e);
+	return 1;
+}
+
+int dmrb_add_recorded_exception(void *context, dmrb_chunk_t old_chunk,
+				  dmrb_chunk_t new_chunk)
+{
+	struct dmrb_snapshot *s = context;
+	int r = dmrb_table_record(&s->complete, old_chunk, new_chunk);
+
+	if (r < 0)
+		return r;
+	s->exception_count += r;
 	return 0;
 }
 

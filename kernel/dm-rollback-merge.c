@@ -457,21 +457,11 @@ struct reread_table {
 static int reread_add(void *context, dmrb_chunk_t old_chunk, dmrb_chunk_t new_chunk)
 {
 	struct reread_table *t = context;
-	struct dmrb_exception *e;
+	int r = dmrb_table_record(&t->table, old_chunk, new_chunk);
 
-	e = dmrb_table_lookup(&t->table, old_chunk);
-	if (e) {
-		/* As at ctr: a later entry for a chunk supersedes an earlier one. */
-		e->new_chunk = new_chunk;
-		return 0;
-	}
-	e = kmem_cache_alloc(dmrb_exception_cache, GFP_KERNEL);
-	if (!e)
-		return -ENOMEM;
-	e->old_chunk = old_chunk;
-	e->new_chunk = new_chunk;
-	dmrb_table_insert(&t->table, e);
-	t->count++;
+	if (r < 0)
+		return r;
+	t->count += r;
 	return 0;
 }
 
@@ -660,7 +650,7 @@ static int merge_message(struct dm_target *ti, unsigned int argc, char **argv,
 
 struct target_type dmrb_merge_target = {
 	.name = "rollback-merge",
-	.version = {1, 3, 0},
+	.version = {1, 3, 1},
 	.module = THIS_MODULE,
 	.ctr = merge_ctr,
 	.dtr = merge_dtr,

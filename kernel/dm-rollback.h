@@ -246,6 +246,8 @@ int dmrb_table_init(struct dmrb_table *t, sector_t cow_sectors,
 void dmrb_table_insert(struct dmrb_table *t, struct dmrb_exception *e);
 struct dmrb_exception *dmrb_table_lookup(struct dmrb_table *t, dmrb_chunk_t chunk);
 void dmrb_table_destroy(struct dmrb_table *t, bool free_entries);
+int dmrb_table_record(struct dmrb_table *t, dmrb_chunk_t old_chunk,
+		      dmrb_chunk_t new_chunk);
 int dmrb_add_recorded_exception(void *context, dmrb_chunk_t old_chunk,
 				dmrb_chunk_t new_chunk);
 

@@ -221,6 +221,13 @@ int rbdm_udev_wait(uint32_t cookie) {
                         return 0;
                 (void) usleep(100 * 1000);
         }
+        /*
+         * Given up: complete the cookie ourselves so that its semaphore goes
+         * and does not stay behind in the system (udev's late completion of a
+         * missing cookie is harmless).
+         */
+        if (dm_udev_complete(cookie))
+                (void) dm_udev_wait_immediate(cookie, &ready);
         return -ETIMEDOUT;
 }
 

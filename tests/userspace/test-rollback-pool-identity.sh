@@ -51,11 +51,15 @@ dmsetup table vg0-root | grep -q " linear " || fail "the foreign revert was load
 must mount /dev/mapper/vg0-root /mnt
 must $ctl snapshot --name ours vg0-root
 
-step "a suspended device elsewhere does not hang the search for the pool"
+step "a suspended device elsewhere, or one stacked on it, does not hang the search for the pool"
 must dmsetup create held --table "0 2048 linear /dev/mapper/vg0-fs 0"
+must dmsetup create above-held --table "0 2048 linear /dev/mapper/held 0"
+must dmsetup create above-above-held --table "0 2048 linear /dev/mapper/above-held 0"
 must dmsetup suspend held
-timeout 30 $ctl list > /dev/null || fail "rollbackctl hung on a suspended device"
+timeout 30 $ctl list > /dev/null || fail "rollbackctl hung on a suspended device or one stacked on it"
 must dmsetup resume held
+must dmsetup remove above-above-held
+must dmsetup remove above-held
 must dmsetup remove held
 
 step "--pool UUID= picks a pool by its identity"

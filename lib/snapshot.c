@@ -42,34 +42,36 @@ static bool name_is_reserved(const char *name) {
         return (n >= 5 && strcmp(name + n - 5, "-real") == 0) || (n >= 4 && strcmp(name + n - 4, "-cow") == 0);
 }
 
-int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_create *c, char **ret_name) {
-        _cleanup_free_ char *name = NULL, *snap_name = NULL, *snap_uuid = NULL, *origin = NULL,
-                            *snap_table = NULL, *real_uuid = NULL;
-        _cleanup_(stack_done) struct stack st = {};
-        struct rbdm_info info;
-        struct snapshot *s;
-        struct volume *v;
-        enum backend b;
-        bool armed, volume_added = false, real_created = false, cow_created = false, snap_created = false;
-        uint32_t cookie = 0;
-        uint64_t size, extents;
-        int r;
+/* The volume as create finds it, read before anything changes. */
+struct create_target {
+        struct stack st;
+        enum backend backend;
+        bool armed;             /* already on an origin table: only the snapshot is new */
+        bool volume_added;      /* its pool record comes with this snapshot */
+        bool real_created, cow_created, snap_created;
+        char *snap_name;
+};
 
-        if (p->devnum == 0)
-                return -ENOTBLK;
-        if (c->name) {
-                if (!snapshot_name_is_valid(c->name) || name_is_reserved(c->name))
-                        return -EINVAL;
-                if (pool_find_snapshot(p, c->name))
-                        return -EEXIST;
-                name = strdup(c->name);
-                if (!name)
-                        return -ENOMEM;
-        } else {
-                r = make_snapshot_name(p, &name);
-                if (r < 0)
-                        return r;
-        }
+static void create_target_done(struct create_target *t) {
+        stack_done(&t->st);
+        free(t->snap_name);
+}
+
+static int create_name(struct pool *p, const struct rb_create *c, char **ret) {
+        if (!c->name)
+                return make_snapshot_name(p, ret);
+        if (!snapshot_name_is_valid(c->name) || name_is_reserved(c->name))
+                return -EINVAL;
+        if (pool_find_snapshot(p, c->name))
+                return -EEXIST;
+        *ret = strdup(c->name);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int create_read_volume(struct pool *p, const char *volume, struct create_target *t) {
+        struct rbdm_info info;
+        struct volume *v;
+        int r;
 
         /* The pool refuses a document naming a volume it could not name itself. */
         if (!dm_name_is_valid(volume))
@@ -79,42 +81,57 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
                 return r;
         if (!info.exists)
                 return -ENODEV;
-        r = stack_read(volume, &st);
+        r = stack_read(volume, &t->st);
         if (r < 0)
                 return r;
-        if (st.merging)
+        if (t->st.merging)
                 return -EINPROGRESS;
-        armed = st.backend >= 0;
-        if (armed)
-                b = st.backend;
+        t->armed = t->st.backend >= 0;
+        if (t->armed)
+                t->backend = t->st.backend;
         else {
-                r = rb_backend_resolve(p->meta.settings.backend, false, &b);
+                r = rb_backend_resolve(p->meta.settings.backend, false, &t->backend);
                 if (r < 0)
                         return r;
         }
 
         v = pool_find_volume(p, volume);
         if (!v) {
-                v = pool_add_volume(p, volume, info.uuid[0] ? info.uuid : NULL, st.real_table);
+                v = pool_add_volume(p, volume, info.uuid[0] ? info.uuid : NULL, t->st.real_table);
                 if (!v)
                         return -ENOMEM;
-                volume_added = true;
-        } else if (!armed) {
+                t->volume_added = true;
+        } else if (!t->armed) {
                 free(v->table);
-                v->table = strdup(st.real_table);
+                v->table = strdup(t->st.real_table);
                 if (!v->table)
                         return -ENOMEM;
         }
+        return 0;
+}
 
-        size = c->size ? c->size : st.sectors * 512 / 100 * p->meta.settings.snapshot_percent;
+/*
+ * Step 1: the snapshot recorded `creating`, owning its extents, its COW
+ * header zeroed, committed.  Nothing live yet: a failure leaves the pool as
+ * committed before.
+ */
+static int create_record(struct pool *p, const char *volume, const struct rb_create *c, char *name,
+                         const struct create_target *t, struct snapshot **ret) {
+        uint64_t size, extents;
+        struct snapshot *s;
+        int r;
+
+        size = c->size ? c->size : t->st.sectors * 512 / 100 * p->meta.settings.snapshot_percent;
         extents = (size + p->geo.extent_sectors * 512 - 1) / (p->geo.extent_sectors * 512);
         if (extents == 0)
                 extents = 1;
 
         s = pool_add_snapshot(p);
-        if (!s)
+        if (!s) {
+                free(name);
                 return -ENOMEM;
-        s->name = TAKE_PTR(name);
+        }
+        s->name = name;
         s->volume = strdup(volume);
         s->description = c->description ? strdup(c->description) : NULL;
         s->created_usec = now_usec(CLOCK_REALTIME);
@@ -122,99 +139,138 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
         s->state = SNAPSHOT_CREATING;
         s->upgrade = c->upgrade;
         if (!s->volume || (c->description && !s->description))
-                goto fail_nomem;
+                return -ENOMEM;
         r = snapshot_id_new(&s->id);
         if (r < 0)
-                goto fail;
+                return r;
         r = pool_allocate_extents(p, extents, &s->extents, &s->n_extents);
         if (r < 0)
-                goto fail;
+                return r;
         r = zero_cow_header(p, s);
         if (r < 0)
-                goto fail;
+                return r;
         /* Owns its extents before it is live: a crash now leaves no COW on free extents. */
-        s->state = SNAPSHOT_CREATING;
         r = pool_commit(p);
         if (r < 0)
-                goto fail;
-        rb_crash_point("create-recorded");
+                return r;
+        *ret = s;
+        return 0;
+}
 
-        if (!armed) {
-                r = uuid_real(v, &real_uuid);
-                if (r < 0)
-                        goto fail;
-                r = device_create(st.real_name, real_uuid, st.real_table, true);
-                if (r < 0)
-                        goto fail;
-                real_created = true;
-                r = rbdm_devt(st.real_name, st.real_devt);
-                if (r < 0)
-                        goto undo;
-        }
-        r = cow_device_create(p, s, &cow_created);
-        if (r < 0)
-                goto undo;
-        if ((r = name_snapshot(s, &snap_name)) < 0 || (r = uuid_snapshot(s, &snap_uuid)) < 0 ||
-            (r = snapshot_table(&st, b, s, false, &snap_table)) < 0)
-                goto undo;
-        r = device_create(snap_name, snap_uuid, snap_table, false);
-        if (r < 0)
-                goto undo;
-        snap_created = true;
-        if (!armed) {
-                r = table_origin(b, st.sectors, st.real_devt, &origin);
-                if (r < 0)
-                        goto undo;
-        }
+/*
+ * Step 2: the snapshot's devices, and the volume swapped onto the origin
+ * table with the snapshot resumed while it is suspended, so that the
+ * snapshot's first state is a clean one.  What it made is noted in t for
+ * create_take_down().
+ */
+static int create_live(struct pool *p, const char *volume, struct create_target *t, struct snapshot *s) {
+        _cleanup_free_ char *snap_uuid = NULL, *snap_table = NULL, *origin = NULL, *real_uuid = NULL;
+        uint32_t cookie = 0;
+        int r;
 
-        /* The volume is frozen while the snapshot starts: its first state is a clean one. */
+        if (!t->armed) {
+                r = uuid_real(pool_find_volume(p, volume), &real_uuid);
+                if (r < 0)
+                        return r;
+                r = device_create(t->st.real_name, real_uuid, t->st.real_table, true);
+                if (r < 0)
+                        return r;
+                t->real_created = true;
+                r = rbdm_devt(t->st.real_name, t->st.real_devt);
+                if (r < 0)
+                        return r;
+                r = table_origin(t->backend, t->st.sectors, t->st.real_devt, &origin);
+                if (r < 0)
+                        return r;
+        }
+        r = cow_device_create(p, s, &t->cow_created);
+        if (r < 0)
+                return r;
+        if ((r = name_snapshot(s, &t->snap_name)) < 0 || (r = uuid_snapshot(s, &snap_uuid)) < 0 ||
+            (r = snapshot_table(&t->st, t->backend, s, false, &snap_table)) < 0)
+                return r;
+        r = device_create(t->snap_name, snap_uuid, snap_table, false);
+        if (r < 0)
+                return r;
+        t->snap_created = true;
+
         r = rbdm_swap(volume, &(const struct rbdm_swap) {
                 .table = origin,
                 .step = resume_deferred_step,
-                .userdata = &(struct deferred) { snap_name, &cookie },
+                .userdata = &(struct deferred) { t->snap_name, &cookie },
                 .cookie = &cookie,
         });
         (void) rbdm_udev_wait(cookie);
+        return r;
+}
+
+/* Undoes create_live(): live or not, the volume ends as it was and the devices made are gone. */
+static void create_take_down(const char *volume, struct create_target *t, struct snapshot *s, bool live) {
+        if (live) {
+                if (!t->armed)
+                        (void) rbdm_replace(volume, t->st.real_table);
+                (void) remove_snapshot_device(volume, t->armed, t->snap_name);
+        } else if (t->snap_created)
+                (void) rbdm_remove(t->snap_name);
+        if (t->cow_created)
+                remove_named(name_cow, s);
+        if (t->real_created)
+                (void) rbdm_remove(t->st.real_name);
+}
+
+/* Undoes create_record(): the record forgotten (if this commit fails too, the next command marks it invalid). */
+static void create_forget(struct pool *p, const char *volume, const struct create_target *t, struct snapshot *s) {
+        pool_remove_snapshot(p, s);
+        if (t->volume_added)
+                pool_remove_volume(p, pool_find_volume(p, volume));
+        if (pool_commit(p) < 0)
+                (void) rb_pool_reload(p);
+}
+
+/* Steps and crash points: docs/states.md, "create". */
+int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_create *c, char **ret_name) {
+        _cleanup_(create_target_done) struct create_target t = {};
+        _cleanup_free_ char *name = NULL;
+        struct snapshot *s = NULL;
+        int r;
+
+        if (p->devnum == 0)
+                return -ENOTBLK;
+        r = create_name(p, c, &name);
         if (r < 0)
-                goto undo;
+                return r;
+        r = create_read_volume(p, volume, &t);
+        if (r >= 0)
+                r = create_record(p, volume, c, TAKE_PTR(name), &t, &s);
+        if (r < 0) {
+                /* Nothing committed: drop what was added in memory. */
+                (void) rb_pool_reload(p);
+                return r;
+        }
+        rb_crash_point("create-recorded");
+
+        r = create_live(p, volume, &t, s);
+        if (r < 0) {
+                create_take_down(volume, &t, s, false);
+                create_forget(p, volume, &t, s);
+                return r;
+        }
         rb_crash_point("create-live");
 
         s->state = SNAPSHOT_ACTIVE;
         r = pool_commit(p);
-        if (r < 0)
-                goto undo_live;
+        if (r < 0) {
+                /* Live, but not recorded: take it all down again. */
+                create_take_down(volume, &t, s, true);
+                create_forget(p, volume, &t, s);
+                return r;
+        }
         if (ret_name) {
                 *ret_name = strdup(s->name);
                 if (!*ret_name)
                         return -ENOMEM;
         }
         return 0;
-
-undo_live:
-        /* Live, but not recorded: take it all down again. */
-        if (!armed)
-                (void) rbdm_replace(volume, st.real_table);
-        (void) remove_snapshot_device(volume, armed, snap_name);
-        snap_created = false;
-undo:
-        if (snap_created)
-                (void) rbdm_remove(snap_name);
-        if (cow_created)
-                remove_named(name_cow, s);
-        if (real_created)
-                (void) rbdm_remove(st.real_name);
-        /* Recorded as creating: forget it again (if this fails too, the next command marks it invalid). */
-        pool_remove_snapshot(p, s);
-        if (volume_added)
-                pool_remove_volume(p, pool_find_volume(p, volume));
-        if (pool_commit(p) < 0)
-                goto fail;
-        return r;
-fail_nomem:
-        r = -ENOMEM;
-fail:
-        (void) rb_pool_reload(p);
-        return r;
 }
 
 int rb_snapshot_delete(struct pool *p, const char *name) {

@@ -103,11 +103,9 @@ static bool names_own_snapshot(const struct pool_meta *m, const struct volume *v
 }
 
 static int settings_verify(const struct pool_settings *s) {
-        struct pool_settings copy = *s;
-
         for (size_t i = 0; i < pool_settings_table_size; i++)
                 if (!pool_setting_value_is_valid(&pool_settings_table[i],
-                                                 *pool_setting_field(&copy, &pool_settings_table[i])))
+                                                 pool_setting_value(s, &pool_settings_table[i])))
                         return -EUCLEAN;
         return s->backend >= 0 && s->backend < _BACKEND_MAX ? 0 : -EUCLEAN;
 }

@@ -494,12 +494,9 @@ int pool_meta_to_json(const struct pool_meta *m, char **ret) {
                 return -ENOMEM;
         json_put_uint(root, "format", 1);
         settings = json_object_new_object();
-        json_put_uint(settings, "autoextend_threshold", s->autoextend_threshold);
-        json_put_uint(settings, "autoextend_percent", s->autoextend_percent);
-        json_put_uint(settings, "pool_warn_percent", s->pool_warn_percent);
-        json_put_uint(settings, "retain", s->retain);
-        json_put_uint(settings, "snapshot_percent", s->snapshot_percent);
-        json_put_uint(settings, "chunk_sectors", s->chunk_sectors);
+        for (size_t i = 0; i < pool_settings_table_size; i++)
+                json_put_uint(settings, pool_settings_table[i].key,
+                              pool_setting_value(s, &pool_settings_table[i]));
         json_put_string(settings, "backend", backend_to_string(s->backend));
         json_object_object_add(root, "settings", settings);
 

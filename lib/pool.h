@@ -135,6 +135,9 @@ bool pool_chunk_sectors_is_valid(uint64_t sectors);
 static inline unsigned *pool_setting_field(struct pool_settings *settings, const struct pool_setting *s) {
         return (unsigned *) ((char *) settings + s->offset);
 }
+static inline unsigned pool_setting_value(const struct pool_settings *settings, const struct pool_setting *s) {
+        return *(const unsigned *) ((const char *) settings + s->offset);
+}
 
 /*
  * Bounds of what a pool may say on disk.  Anything outside them is a damaged

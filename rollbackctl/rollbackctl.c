@@ -839,7 +839,7 @@ static int verb_config(int argc, char *argv[]) {
                 printf("backend=%s\n", backend_to_string(p->meta.settings.backend));
                 for (size_t k = 0; k < pool_settings_table_size; k++)
                         printf("%s=%u\n", pool_settings_table[k].key,
-                               *pool_setting_field(&p->meta.settings, &pool_settings_table[k]));
+                               pool_setting_value(&p->meta.settings, &pool_settings_table[k]));
         }
         if (changed) {
                 r = pool_commit(p);

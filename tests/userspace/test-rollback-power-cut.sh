@@ -114,6 +114,10 @@ else
                 [ "$(state $name)" = invalid ] || fail "$name is '$(state $name)' after a cut at $prev, not invalid"
                 must $ctl delete $name
                 [ "$(state $name)" = gone ] || fail "$name still listed after delete"
+                if [ -n "$prev_alone" ]; then
+                        dmsetup table vg0-root | grep -q " linear " ||
+                                fail "vg0-root is armed with no snapshot left: $(dmsetup table vg0-root)"
+                fi
                 fresh_snapshot_works $name
                 must $ctl delete $name
                 ;;
@@ -143,6 +147,7 @@ create-*)
         tree_sums /mnt > /tmp/state/sums-vol
         save_state
         writer &
+        sleep 1
         ROLLBACK_CUT_AT=$next $ctl snapshot --name c1 vg0-root
         ;;
 delete-*)
@@ -150,6 +155,7 @@ delete-*)
         tree_sums /mnt > /tmp/state/sums-vol
         save_state
         writer &
+        sleep 1
         ROLLBACK_CUT_AT=$next $ctl delete d1
         ;;
 revert-*|merge-*|boot-*)

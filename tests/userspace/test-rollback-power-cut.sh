@@ -4,6 +4,8 @@
 #   args: PREV NEXT, each a crash point or "-"; POINT:alone runs the
 #   operation on the volume's only snapshot (keep deleted first): arming a
 #   plain volume, disarming it, a merge finish onto its own table.
+#   merge-running is no crash point: the cut comes while a revert --now is
+#   merging (this script prints the line).
 # This boot first recovers from the cut at PREV as a boot does (LVM, then
 # rollback-boot), checks the invariants and runs the operation again; then
 # (or, with PREV "-", after setting up LVM, a pool, a volume with data and a
@@ -157,6 +159,31 @@ delete-*)
         writer &
         sleep 1
         ROLLBACK_CUT_AT=$next $ctl delete d1
+        ;;
+merge-running)
+        tree_sums /mnt > /tmp/state/sums-vol
+        save_state
+        must $ctl snapshot --name m1 --size 16M vg0-root
+        # Enough to merge for several batches of 256 chunks.
+        dd if=/dev/urandom of=/mnt/usr/lib/big.so bs=1M count=6 conv=fsync 2>/dev/null
+        must umount /mnt
+        # The merge would be done before dmsetup could slow it: until it is,
+        # its writes wait in a suspended gate under the volume's -real.
+        real=rollback-vg0-root-real
+        must dmsetup create gate --table "$(dmsetup table $real)"
+        must dmsetup suspend $real
+        must dmsetup reload $real --table "0 $(sectors /dev/mapper/gate) linear /dev/mapper/gate 0"
+        must dmsetup resume $real
+        must dmsetup suspend gate
+        # Named: the search for the pool would read the volume held at the gate.
+        must $ctl --pool /dev/mapper/vg0-pool revert m1 --now
+        # 128 KiB/s: a batch, then seconds of sleep.
+        must dmsetup message vg0-root 0 merge_throttle 128
+        must dmsetup resume gate
+        left=$(merge_left vg0-root) || fail "no merge under way"
+        [ "$left" -gt 0 ] || fail "the merge of m1 finished before the cut"
+        echo "CUT-HERE at merge-running, $left sectors left"
+        sleep 600
         ;;
 revert-*|merge-*|boot-*)
         name=$(echo "$next" | cut -c1)1

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crash-point.h"
 #include "dm.h"
 #include "macro.h"
 #include "rollback.h"
@@ -100,6 +101,7 @@ int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *re
         r = pool_commit(p);
         if (r < 0)
                 return r;
+        rb_crash_point("boot-recorded");
 
         r = uuid_real(v, &real_uuid);
         if (r < 0)
@@ -158,6 +160,7 @@ bad_snapshot:
         if (r < 0)
                 goto remove_snapshots;
         free(live);
+        rb_crash_point("boot-swapped");
         if (ret->merge_started) {
                 struct rb_usage u;
 

@@ -67,3 +67,42 @@ expect_rc() {
 uses_target() {
         dmsetup table "$1" 2>/dev/null | grep -q "^[0-9]* [0-9]* $2 "
 }
+
+# The crash-point tests (test-rollbackctl-crash, test-rollback-power-cut)
+# share these; $ctl is the rollbackctl command line.
+
+# state NAME: its state in list --json, "gone" if not listed.
+state() {
+        $ctl --json list > /tmp/list.json || fail "list after a crash"
+        awk -v want="$1" '/"name":/ { n = $2 } /"state":/ && n == "\"" want "\"," { gsub(/[",]/, "", $2); print $2 }' \
+                /tmp/list.json | grep . || echo gone
+}
+
+# No device left suspended, and the pool's extents add up: free ones and
+# the snapshots' make the total (opening the pool checked that no extent is
+# in two snapshots).
+pool_consistent() {
+        dmsetup info -c --noheadings -o name,suspended | grep -i ':suspended$' &&
+                fail "a device was left suspended"
+        $ctl status > /tmp/status || fail "status after a crash: $(cat /tmp/status)"
+        $ctl --json status > /tmp/status.json || fail "status --json after a crash"
+        ext=$(json_field extent_size_bytes < /tmp/status.json)
+        total=$(json_field extents_total < /tmp/status.json)
+        free=$(json_field extents_free < /tmp/status.json)
+        used=0
+        for b in $(json_field size_bytes < /tmp/status.json); do
+                used=$((used + b / ext))
+        done
+        [ $((free + used)) = "$total" ] ||
+                fail "extents do not add up: $free free + $used in snapshots != $total"
+}
+
+# Writes to the volume, then snapshot NAME (created afresh) must show them.
+fresh_snapshot_works() {
+        echo "after $1" > /mnt/etc/marker
+        sync
+        tree_sums /mnt > /tmp/sums-now
+        must $ctl snapshot --name "$1" vg0-root
+        [ "$(state "$1")" = active ] || fail "$1 is $(state "$1") after a fresh create"
+        snapshot_matches "/dev/mapper/rollback-$1" /tmp/sums-now || fail "a fresh $1 does not show the volume"
+}

@@ -28,30 +28,11 @@ crash() {
         echo "  killed at $point: $*"
 }
 
-# state NAME: its state in list --json, "gone" if not listed.
-state() {
-        $ctl --json list > /tmp/list.json || fail "list after a crash"
-        awk -v want="$1" '/"name":/ { n = $2 } /"state":/ && n == "\"" want "\"," { gsub(/[",]/, "", $2); print $2 }' \
-                /tmp/list.json | grep . || echo gone
-}
-
 # The invariants that hold after any crash.
 recovered() {
-        dmsetup info -c --noheadings -o name,suspended | grep -i ':suspended$' &&
-                fail "a device was left suspended"
-        $ctl status > /tmp/status || fail "status after a crash: $(cat /tmp/status)"
+        pool_consistent
         [ "$(state keep)" = active ] || fail "an untouched snapshot changed state: $(state keep)"
         snapshot_matches /dev/mapper/rollback-keep /tmp/sums-pre || fail "the untouched snapshot changed"
-}
-
-# Writes to the volume, then snapshot NAME (created afresh) must show them.
-fresh_snapshot_works() {
-        echo "after $1" > /mnt/etc/marker
-        sync
-        tree_sums /mnt > /tmp/sums-now
-        must $ctl snapshot --name "$1" vg0-root
-        [ "$(state "$1")" = active ] || fail "$1 is $(state "$1") after a fresh create"
-        snapshot_matches "/dev/mapper/rollback-$1" /tmp/sums-now || fail "a fresh $1 does not show the volume"
 }
 
 for point in create-recorded create-live; do

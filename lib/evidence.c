@@ -3,12 +3,14 @@
  * The mount count of an ext2/3/4 filesystem, as evidence of read-write mounts
  * made while the pool was not there to arm the snapshots.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/sysmacros.h>
 
+#include "dm.h"
 #include "evidence.h"
 #include "macro.h"
 
@@ -34,6 +36,27 @@ int ext_mount_count(int fd, unsigned *ret) {
         return 0;
 }
 
+/* As the pool search does (discovery.c): a suspended dm device, or one stacked on it, blocks every read. */
+static bool blocks_reads(const char *kname, unsigned depth) {
+        char path[PATH_MAX], suspended[8];
+        struct dirent *de;
+        bool blocked = false;
+        DIR *d;
+
+        if (rbdm_sysfs(kname, "suspended", suspended, sizeof(suspended)) >= 0 && suspended[0] == '1')
+                return true;
+        if (depth >= 16)
+                return true;
+        snprintf(path, sizeof(path), "/sys/class/block/%s/slaves", kname);
+        d = opendir(path);
+        if (!d)
+                return false;
+        while (!blocked && (de = readdir(d)))
+                blocked = de->d_name[0] != '.' && blocks_reads(de->d_name, depth + 1);
+        closedir(d);
+        return blocked;
+}
+
 int devnum_mount_count(dev_t devnum, unsigned *ret) {
         _cleanup_close_ int fd = -1;
         char link[PATH_MAX], path[PATH_MAX];
@@ -48,6 +71,8 @@ int devnum_mount_count(dev_t devnum, unsigned *ret) {
         link[n] = 0;
         kname = strrchr(link, '/');
         kname = kname ? kname + 1 : link;
+        if (blocks_reads(kname, 0))
+                return -EAGAIN;
         if (strlen(kname) + strlen("/dev/") >= sizeof(path))
                 return -ENAMETOOLONG;
         fd = open(strcat(strcpy(path, "/dev/"), kname), O_RDONLY | O_CLOEXEC);
@@ -98,7 +123,11 @@ int volume_record_mount_count(struct volume *v, dev_t devnum) {
         unsigned count;
         int r;
 
-        if (devnum_mount_count(devnum, &count) >= 0) {
+        r = devnum_mount_count(devnum, &count);
+        /* Suspended for a moment (LVM at work): the next refresh reads it. */
+        if (r == -EAGAIN)
+                return 0;
+        if (r >= 0) {
                 r = devnum_mounted_rw(devnum);
                 /* Not knowing whether it is mounted, count the mount that may come. */
                 known = true;

@@ -20,7 +20,11 @@
 /* The mount count of the ext2/3/4 filesystem on fd; -ENOMEDIUM when fd holds none. */
 int ext_mount_count(int fd, unsigned *ret);
 
-/* The mount count of the filesystem on the block device devnum, as ext_mount_count(). */
+/*
+ * The mount count of the filesystem on the block device devnum, as
+ * ext_mount_count(); -EAGAIN when it or a device beneath it is suspended
+ * (the read would hang).
+ */
 int devnum_mount_count(dev_t devnum, unsigned *ret);
 
 /* > 0 when the filesystem on devnum is mounted read-write now (its superblock options in mountinfo). */
@@ -31,6 +35,7 @@ int devnum_mounted_rw(dev_t devnum);
  * arming, the volume being armed now (every write tracked): the count now,
  * plus one for a read-write mount still to come when it is not mounted
  * read-write.  Unknown when the volume holds no ext filesystem or cannot be
- * read.  Returns > 0 when the record changed.
+ * read; left as it is while the volume is suspended.  Returns > 0 when the
+ * record changed.
  */
 int volume_record_mount_count(struct volume *v, dev_t devnum);

@@ -12,6 +12,12 @@
 #   after           the pool is back: rollback-boot sees the higher mount
 #                   count, says so in one error line, marks pre invalid and
 #                   refuses the pending revert; the boot goes on
+#   merge-recorded  snapshots a and b; a revert --now of a killed once the
+#                   merge is recorded (merging, not loaded)
+#   untracked-merge without the pool again, the volume mounted read-write
+#                   twice and written
+#   after-merge     the merge under way is not stopped (stopped, root would
+#                   stay half merged) but b is invalid, and the line says so
 . ./lib.sh
 . ./lib-userspace.sh
 phase=$1
@@ -103,6 +109,41 @@ after)
         grep -q "not armed" /mnt/untracked || fail "the untracked write is gone"
         umount /mnt
         expect_rc 6 $ctl revert pre
+        ;;
+merge-recorded)
+        early_boot
+        grep -q "$says" /tmp/boot.err && fail "the untracked mount was reported twice"
+        must $ctl delete pre
+        use_root
+        must $ctl snapshot --name a vg0-root
+        must $ctl snapshot --name b vg0-root
+        churn
+        umount /mnt
+        ROLLBACK_CRASH_AT=revert-recorded $ctl revert a --now
+        echo "revert --now exit $?"
+        [ "$($ctl --json list | json_field state | tr '\n' ' ')" = "merging active " ] ||
+                fail "not a merge recorded with b active: $($ctl list)"
+        ;;
+untracked-merge)
+        must lvm lvchange -q -ay vg0/root
+        rollback-boot
+        echo "rollback-boot exit $?"
+        must mount /dev/mapper/vg0-root /mnt
+        echo "written with a merge recorded, not loaded" > /mnt/untracked
+        umount /mnt
+        must mount /dev/mapper/vg0-root /mnt
+        umount /mnt
+        echo "mount count: $(mount_count)"
+        ;;
+after-merge)
+        early_boot
+        grep "$says" /tmp/boot.err | grep -q "merge under way goes on" ||
+                fail "no error line saying the merge under way goes on"
+        uses_target vg0-root rollback-merge || fail "the merge under way was stopped"
+        [ "$($ctl --json list | json_field state | tr '\n' ' ')" = "merging invalid " ] ||
+                fail "not a merging with b invalid: $($ctl list)"
+        must $ctl wait --timeout 120
+        must $ctl delete b
         ;;
 esac
 pass

@@ -170,6 +170,15 @@ int main(int argc, char *argv[]) {
                 if (!names[i])
                         continue;
                 r = rb_boot_volume(p, names[i], &rep);
+                if (rep.written_unarmed)
+                        log_error("%s: mounted read-write while its snapshots were not armed (a boot without the "
+                                  "pool or without rollback: ext mount count %u, at most %u with rollback), so "
+                                  "they missed writes: %u snapshot(s) marked invalid%s%s%s%s",
+                                  names[i], rep.mount_count, rep.mount_count_max, rep.untracked,
+                                  rep.revert_refused ? ", the pending revert of '" : "",
+                                  rep.revert_refused ?: "", rep.revert_refused ? "' refused" : "",
+                                  rep.merging && !rep.merge_started ?
+                                          ", the merge under way goes on (stopped, the volume would stay half merged)" : "");
                 if (r == -ENODEV)
                         log_warning("%s: not active, its snapshots are left as they are", names[i]);
                 else if (r < 0 && rep.merge_blocked) {
@@ -200,6 +209,7 @@ int main(int argc, char *argv[]) {
                                           names[i], rep.invalidated);
                 }
                 free(rep.merging);
+                free(rep.revert_refused);
                 free(names[i]);
         }
         free(names);

@@ -4,9 +4,11 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 
 #include "crash-point.h"
 #include "dm.h"
+#include "evidence.h"
 #include "macro.h"
 #include "rollback.h"
 #include "stack.h"
@@ -40,13 +42,36 @@ static int arm_step(void *userdata) {
         return 0;
 }
 
+/*
+ * The volume was mounted read-write while its snapshots were not armed (a
+ * boot without the pool): they missed those writes.  A pending revert would
+ * merge a mix of both and is refused; a merge under way goes on, as stopping
+ * it would leave the volume half merged.
+ */
+static void refuse_untracked(struct pool *p, struct volume *v, unsigned count, struct rb_boot_report *ret) {
+        ret->written_unarmed = true;
+        ret->mount_count = count;
+        ret->mount_count_max = v->mount_count_max;
+        ret->revert_refused = TAKE_PTR(v->revert);
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                struct snapshot *s = &p->meta.snapshots[i];
+
+                if (strcmp(s->volume, v->name) == 0 && s->state == SNAPSHOT_ACTIVE) {
+                        s->state = SNAPSHOT_INVALID;
+                        ret->untracked++;
+                }
+        }
+}
+
 int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *ret) {
         _cleanup_(stack_done) struct stack st = {};
         _cleanup_free_ char *top = NULL, *real_uuid = NULL;
         struct snapshot *merging = NULL;
         struct rbdm_info info;
         struct volume *v;
-        bool *live = NULL;
+        bool *live = NULL, has_count;
+        unsigned count;
+        dev_t devnum;
         int r;
 
         *ret = (struct rb_boot_report) { .backend = _BACKEND_INVALID };
@@ -65,6 +90,11 @@ int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *re
                 ret->already = true;
                 return 0;
         }
+
+        devnum = makedev(info.major, info.minor);
+        has_count = devnum_mount_count(devnum, &count) >= 0;
+        if (has_count && v->mount_count_known && count > v->mount_count_max)
+                refuse_untracked(p, v, count, ret);
 
         /* A pending revert becomes a running merge, recorded before it starts. */
         if (v->merging)
@@ -161,6 +191,16 @@ bad_snapshot:
                 goto remove_snapshots;
         free(live);
         rb_crash_point("boot-swapped");
+        if (has_count && merging) {
+                unsigned now;
+
+                /* Root is mounted from the merged view: the snapshot's count, higher if it was mounted itself. */
+                if (devnum_mount_count(devnum, &now) >= 0 && now > count)
+                        count = now;
+        }
+        /* Root is mounted in this boot once more (read-only, then read-write). */
+        v->mount_count_known = has_count;
+        v->mount_count_max = has_count ? count + 1 : 0;
         if (ret->merge_started) {
                 struct rb_usage u;
 

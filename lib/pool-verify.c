@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "evidence.h"
 #include "pool.h"
 
 static bool ranges_overlap(uint64_t a, uint64_t b, uint64_t len) {
@@ -115,7 +116,8 @@ static int volumes_verify(const struct pool_meta *m) {
                 const struct volume *v = &m->volumes[i];
 
                 if (!dm_name_is_valid(v->name) || !table_is_valid(v->table) ||
-                    (v->dm_uuid && strlen(v->dm_uuid) >= 129))
+                    (v->dm_uuid && strlen(v->dm_uuid) >= 129) ||
+                    (v->mount_count_known && v->mount_count_max > EXT_MOUNT_COUNT_MAX + 1))
                         return -EUCLEAN;
                 for (size_t k = 0; k < i; k++)
                         if (strcmp(m->volumes[k].name, v->name) == 0)

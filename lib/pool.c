@@ -514,6 +514,8 @@ int pool_meta_to_json(const struct pool_meta *m, char **ret) {
                         json_put_uint(o, "merge_start_usec", v->merge_start_usec);
                         json_put_uint(o, "merge_start_chunks", v->merge_start_chunks);
                 }
+                if (v->mount_count_known)
+                        json_put_uint(o, "mount_count_max", v->mount_count_max);
                 json_object_array_add(volumes, o);
         }
         json_object_object_add(root, "volumes", volumes);
@@ -670,8 +672,11 @@ static int meta_from_json_object(json_object *root, struct pool_meta *m) {
                             (r = json_get_string(o, "revert", false, &v->revert)) < 0 ||
                             (r = json_get_string(o, "merging", false, &v->merging)) < 0 ||
                             (r = json_get_uint(o, "merge_start_usec", 0, &v->merge_start_usec)) < 0 ||
-                            (r = json_get_uint(o, "merge_start_chunks", 0, &v->merge_start_chunks)) < 0)
+                            (r = json_get_uint(o, "merge_start_chunks", 0, &v->merge_start_chunks)) < 0 ||
+                            (r = json_get_uint(o, "mount_count_max", 0, &v->mount_count_max)) < 0)
                                 return r;
+                        /* Absent in pools of older versions and for other filesystems: unknown. */
+                        v->mount_count_known = json_object_object_get_ex(o, "mount_count_max", NULL);
                 }
         }
 

@@ -79,6 +79,14 @@ struct volume {
         char *merging;          /* snapshot being merged now, or NULL */
         uint64_t merge_start_usec;
         uint64_t merge_start_chunks;    /* exceptions to merge when it started */
+        /*
+         * The highest ext mount count (s_mnt_count) its filesystem may show
+         * at the next arming if only boots that armed it mounted it; a higher
+         * one means writes its snapshots missed (lib/evidence.h).  Not known
+         * for other filesystems and for pools of older versions.
+         */
+        bool mount_count_known;
+        uint64_t mount_count_max;
 };
 
 struct pool_settings {

@@ -4,8 +4,10 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 
 #include "dm.h"
+#include "evidence.h"
 #include "macro.h"
 #include "rollback.h"
 #include "stack.h"
@@ -27,6 +29,7 @@ unsigned invalidate_volume_snapshots(struct pool *p, const char *volume) {
 
 int rb_refresh_states(struct pool *p, unsigned *ret_changed) {
         unsigned changed = 0;
+        bool recorded = false;
 
         /*
          * We hold the lock, so whoever was creating these died on the way:
@@ -50,8 +53,17 @@ int rb_refresh_states(struct pool *p, unsigned *ret_changed) {
                 struct rbdm_info info;
 
                 if (rbdm_info(v->name, &info) < 0 || !info.exists || !info.live_table ||
-                    stack_read(v->name, &st) < 0 || st.backend >= 0)
+                    stack_read(v->name, &st) < 0)
                         continue;
+                if (st.backend >= 0) {
+                        /*
+                         * Armed, so every write is tracked: a remount in this
+                         * boot must not look like an untracked one at the next.
+                         */
+                        if (volume_record_mount_count(v, makedev(info.major, info.minor)) > 0)
+                                recorded = true;
+                        continue;
+                }
                 changed += invalidate_volume_snapshots(p, v->name);
                 remove_stale_stack(p, v->name, &st);
                 free(v->merging);
@@ -73,5 +85,5 @@ int rb_refresh_states(struct pool *p, unsigned *ret_changed) {
         }
         if (ret_changed)
                 *ret_changed = changed;
-        return changed > 0 ? pool_commit(p) : 0;
+        return changed > 0 || recorded ? pool_commit(p) : 0;
 }

@@ -129,6 +129,17 @@ struct rb_boot_report {
         bool merge_started;             /* the merge was a pending revert */
         bool already;                   /* the volume was armed already */
         bool merge_blocked;             /* a merge, pending or under way, could not be loaded: do not mount */
+        /*
+         * The volume's filesystem was mounted read-write while its snapshots
+         * were not armed (its mount count is past the one recorded): its
+         * active snapshots are marked invalid (untracked counts them) and a
+         * pending revert is refused; a merge under way goes on.
+         */
+        bool written_unarmed;
+        unsigned mount_count;
+        unsigned mount_count_max;
+        unsigned untracked;
+        char *revert_refused;           /* the snapshot whose pending revert was refused, or NULL */
 };
 
 /*
@@ -139,6 +150,8 @@ struct rb_boot_report {
  * would no longer be tracked by it.  When a merge cannot be loaded, nothing
  * is invalidated and the merge stays for the next boot (a merge under way
  * as it was, a pending revert pending again); merge_blocked says the volume
- * must not be mounted.
+ * must not be mounted.  Before that, a volume mounted read-write since it was
+ * last armed (written_unarmed) has its snapshots invalidated; once armed, the
+ * mount count it may show at the next boot is recorded.
  */
 int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *ret);

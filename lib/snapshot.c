@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 
 #include "crash-point.h"
 #include "dm.h"
+#include "evidence.h"
 #include "macro.h"
 #include "rollback.h"
 #include "stack.h"
@@ -50,6 +52,7 @@ struct create_target {
         bool volume_added;      /* its pool record comes with this snapshot */
         bool real_created, cow_created, snap_created;
         char *snap_name;
+        dev_t devnum;
 };
 
 static void create_target_done(struct create_target *t) {
@@ -81,6 +84,7 @@ static int create_read_volume(struct pool *p, const char *volume, struct create_
                 return r;
         if (!info.exists)
                 return -ENODEV;
+        t->devnum = makedev(info.major, info.minor);
         r = stack_read(volume, &t->st);
         if (r < 0)
                 return r;
@@ -257,6 +261,8 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
         }
         rb_crash_point("create-live");
 
+        /* Armed from here on: the mount count now is no sign of untracked writes at the next boot. */
+        (void) volume_record_mount_count(pool_find_volume(p, volume), t.devnum);
         s->state = SNAPSHOT_ACTIVE;
         r = pool_commit(p);
         if (r < 0) {

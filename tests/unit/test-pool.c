@@ -69,6 +69,8 @@ static void test_round_trip(void) {
         v = pool_add_volume(p, "vg0-root", "LVM-abc", "0 2048 linear 254:0 0\n");
         CHECK(v);
         v->revert = strdup("one");
+        v->mount_count_known = true;
+        v->mount_count_max = 7;
         add(p, "one", 3);
         s = add(p, "two", 2);
         s->state = SNAPSHOT_INVALID;
@@ -80,6 +82,7 @@ static void test_round_trip(void) {
         CHECK(q->seq == 2);
         CHECK(q->meta.n_snapshots == 2 && q->meta.n_volumes == 1);
         CHECK(strcmp(q->meta.volumes[0].revert, "one") == 0);
+        CHECK(q->meta.volumes[0].mount_count_known && q->meta.volumes[0].mount_count_max == 7);
         CHECK(q->meta.snapshots[1].state == SNAPSHOT_INVALID);
         CHECK(q->meta.snapshots[0].extents[0].start == 0 && q->meta.snapshots[0].extents[0].count == 3);
         CHECK(q->meta.snapshots[1].extents[0].start == 3);
@@ -315,6 +318,7 @@ static void test_hostile_document(void) {
 #define DOC(vols, snaps) "{\"format\": 1, \"volumes\": [" vols "], \"snapshots\": [" snaps "]}"
         const char *good = DOC(VOL("vg0-root", ", \"revert\": \"a\""),
                                SNAP("a", ID1, "vg0-root", "8", "[[0, 2]]") ", " SNAP("b", ID2, "vg0-root", "8", "[[2, 3]]"));
+        const char *mount_count_top = DOC(VOL("vg0-root", ", \"mount_count_max\": 65536"), "");
         const char *bad[] = {
                 DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[0, 2]]") ", "
                                          SNAP("a", ID2, "vg0-root", "8", "[[2, 3]]")),
@@ -336,6 +340,9 @@ static void test_hostile_document(void) {
                 DOC(VOL("../vg0-root", ""), SNAP("a", ID1, "../vg0-root", "8", "[[0, 1]]")),
                 DOC(VOL("vg0-root", "") ", " VOL("vg0-root", ""), ""),
                 DOC(VOL("vg0-root", ", \"revert\": \"gone\""), SNAP("a", ID1, "vg0-root", "8", "[[0, 1]]")),
+                DOC(VOL("vg0-root", ", \"mount_count_max\": 65537"), ""),
+                DOC(VOL("vg0-root", ", \"mount_count_max\": 18446744073709551615"), ""),
+                DOC(VOL("vg0-root", ", \"mount_count_max\": \"7\""), ""),
                 DOC(VOL("vg0-root", ", \"merging\": \"a\"") ", " VOL("vg1-root", ""),
                     SNAP("a", ID1, "vg1-root", "8", "[[0, 1]]")),
                 "{\"format\": 1, \"volumes\": [{\"name\": \"v\", \"table\": \"linear\"}]}",
@@ -350,6 +357,13 @@ static void test_hostile_document(void) {
         slot_put(fd, good, strlen(good));
         CHECK_R(pool_load(fd, &p));
         CHECK(p->seq == 1000 && p->meta.n_snapshots == 2);
+        /* Written before the mount count was recorded: unknown, not 0. */
+        CHECK(!p->meta.volumes[0].mount_count_known);
+        pool_free(p);
+        /* One more than s_mnt_count holds is a count recorded at 65535. */
+        slot_put(fd, mount_count_top, strlen(mount_count_top));
+        CHECK_R(pool_load(fd, &p));
+        CHECK(p->meta.volumes[0].mount_count_known && p->meta.volumes[0].mount_count_max == 65536);
         pool_free(p);
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 int r;

@@ -111,39 +111,10 @@ int rb_device_signature(int fd, char **ret_type) {
         return r < 0 ? -EIO : 0;
 }
 
-/* A suspended dm device blocks every read until it is resumed: reading it would hang us. */
-static bool is_suspended_dm(const char *kname) {
-        char suspended[8];
-
-        return rbdm_sysfs(kname, "suspended", suspended, sizeof(suspended)) >= 0 && suspended[0] == '1';
-}
-
-/* A device stacked on a suspended one blocks as well: look down its slaves (as LVM does). */
-static bool blocks_reads(const char *kname, unsigned depth) {
-        char path[PATH_MAX];
-        struct dirent *de;
-        bool blocked = false;
-        DIR *d;
-
-        if (is_suspended_dm(kname))
-                return true;
-        /* Deeper than any real stack: better skipped than hung on. */
-        if (depth >= 16)
-                return true;
-        snprintf(path, sizeof(path), "/sys/class/block/%s/slaves", kname);
-        d = opendir(path);
-        if (!d)
-                return false;
-        while (!blocked && (de = readdir(d)))
-                blocked = de->d_name[0] != '.' && blocks_reads(de->d_name, depth + 1);
-        closedir(d);
-        return blocked;
-}
-
 /* A block device that may hold a pool: not a loop, CD, RAM disk, one of our own, or one that blocks reads. */
 static bool pool_candidate(const char *kname) {
         return kname[0] != '.' && strncmp(kname, "loop", 4) != 0 && strncmp(kname, "sr", 2) != 0 &&
-               strncmp(kname, "ram", 3) != 0 && !is_our_device(kname) && !blocks_reads(kname, 0);
+               strncmp(kname, "ram", 3) != 0 && !is_our_device(kname) && !rbdm_blocks_reads(kname);
 }
 
 int rb_pool_find(const uint8_t *want, char **ret_path, unsigned *ret_foreign) {

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <dirent.h>
 #include <inttypes.h>
 #include <libdevmapper.h>
 #include <limits.h>
@@ -415,4 +416,30 @@ int rbdm_sysfs(const char *kname, const char *attr, char *buf, size_t size) {
         fclose(f);
         buf[strcspn(buf, "\n")] = 0;
         return 0;
+}
+
+static bool blocks_reads(const char *kname, unsigned depth) {
+        char path[PATH_MAX], suspended[8];
+        struct dirent *de;
+        bool blocked = false;
+        DIR *d;
+
+        if (rbdm_sysfs(kname, "suspended", suspended, sizeof(suspended)) >= 0 && suspended[0] == '1')
+                return true;
+        /* Deeper than any real stack: better skipped than hung on. */
+        if (depth >= 16)
+                return true;
+        snprintf(path, sizeof(path), "/sys/class/block/%s/slaves", kname);
+        d = opendir(path);
+        if (!d)
+                return false;
+        while (!blocked && (de = readdir(d)))
+                blocked = de->d_name[0] != '.' && blocks_reads(de->d_name, depth + 1);
+        closedir(d);
+        return blocked;
+}
+
+/* A suspended dm device blocks every read until it is resumed, and so does one stacked on it (LVM looks down too). */
+bool rbdm_blocks_reads(const char *kname) {
+        return blocks_reads(kname, 0);
 }

@@ -69,6 +69,7 @@ int rbdm_has_target(const char *target);
 int rbdm_devt(const char *name, char ret[32]);
 uint64_t rbdm_table_sectors(const char *table);
 /* A dm attribute of a block device by kernel name ("dm-3"), from sysfs: no ioctl, so it never blocks. */
+bool rbdm_blocks_reads(const char *kname);
 int rbdm_sysfs(const char *kname, const char *attr, char *buf, size_t size);
 /* The target name of the first line of a table ("" when empty). */
 int rbdm_table_target(const char *table, char ret[32]);

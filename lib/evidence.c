@@ -3,7 +3,6 @@
  * The mount count of an ext2/3/4 filesystem, as evidence of read-write mounts
  * made while the pool was not there to arm the snapshots.
  */
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -36,27 +35,6 @@ int ext_mount_count(int fd, unsigned *ret) {
         return 0;
 }
 
-/* As the pool search does (discovery.c): a suspended dm device, or one stacked on it, blocks every read. */
-static bool blocks_reads(const char *kname, unsigned depth) {
-        char path[PATH_MAX], suspended[8];
-        struct dirent *de;
-        bool blocked = false;
-        DIR *d;
-
-        if (rbdm_sysfs(kname, "suspended", suspended, sizeof(suspended)) >= 0 && suspended[0] == '1')
-                return true;
-        if (depth >= 16)
-                return true;
-        snprintf(path, sizeof(path), "/sys/class/block/%s/slaves", kname);
-        d = opendir(path);
-        if (!d)
-                return false;
-        while (!blocked && (de = readdir(d)))
-                blocked = de->d_name[0] != '.' && blocks_reads(de->d_name, depth + 1);
-        closedir(d);
-        return blocked;
-}
-
 int devnum_mount_count(dev_t devnum, unsigned *ret) {
         _cleanup_close_ int fd = -1;
         char link[PATH_MAX], path[PATH_MAX];
@@ -71,7 +49,7 @@ int devnum_mount_count(dev_t devnum, unsigned *ret) {
         link[n] = 0;
         kname = strrchr(link, '/');
         kname = kname ? kname + 1 : link;
-        if (blocks_reads(kname, 0))
+        if (rbdm_blocks_reads(kname))
                 return -EAGAIN;
         if (strlen(kname) + strlen("/dev/") >= sizeof(path))
                 return -ENAMETOOLONG;

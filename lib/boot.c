@@ -63,13 +63,150 @@ static void refuse_untracked(struct pool *p, struct volume *v, unsigned count, s
         }
 }
 
+/*
+ * A pending revert becomes a running merge, recorded (by the caller's
+ * commit) before it starts; one whose snapshot cannot be merged is dropped.
+ * Returns the snapshot to merge, or NULL.
+ */
+static struct snapshot *boot_pick_merge(struct pool *p, struct volume *v, struct rb_boot_report *ret) {
+        struct snapshot *s;
+
+        if (v->merging)
+                return pool_find_snapshot(p, v->merging);
+        if (!v->revert)
+                return NULL;
+        s = pool_find_snapshot(p, v->revert);
+        if (!s || s->state != SNAPSHOT_ACTIVE) {
+                free(TAKE_PTR(v->revert));
+                return NULL;
+        }
+        v->merging = TAKE_PTR(v->revert);
+        v->merge_start_usec = now_usec(CLOCK_REALTIME);
+        s->state = SNAPSHOT_MERGING;
+        ret->merge_started = true;
+        return s;
+}
+
+/* Every device boot_create_devices() may have made for the volume. */
+static void boot_remove_devices(struct pool *p, const char *volume, const struct stack *st, const bool *live) {
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                struct snapshot *s = &p->meta.snapshots[i];
+
+                if (strcmp(s->volume, volume) != 0)
+                        continue;
+                if (live[i])
+                        remove_named(name_snapshot, s);
+                remove_named(name_cow, s);
+        }
+        (void) rbdm_remove(st->real_name);
+}
+
+/*
+ * The devices under the volume's new table: -real with the volume's own
+ * table, the COWs, and each active snapshot's device, loaded but not
+ * resumed (arm_step resumes them while the volume is suspended).  A snapshot
+ * that cannot be set up is invalid; the one to merge must be set up.
+ */
+static int boot_create_devices(struct pool *p, struct volume *v, struct stack *st, struct snapshot *merging,
+                               bool *live, struct rb_boot_report *ret) {
+        _cleanup_free_ char *real_uuid = NULL;
+        int r;
+
+        r = uuid_real(v, &real_uuid);
+        if (r < 0)
+                return r;
+        r = device_create(st->real_name, real_uuid, st->real_table, true);
+        if (r < 0)
+                return r;
+        r = rbdm_devt(st->real_name, st->real_devt);
+        if (r < 0)
+                goto remove_devices;
+
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                struct snapshot *s = &p->meta.snapshots[i];
+                _cleanup_free_ char *name = NULL, *uuid = NULL, *table = NULL;
+                bool created;
+
+                if (strcmp(s->volume, v->name) != 0 || (s->state != SNAPSHOT_ACTIVE && s != merging))
+                        continue;
+                if (cow_device_create(p, s, &created) >= 0) {
+                        if (s == merging)
+                                continue;
+                        if (name_snapshot(s, &name) >= 0 && uuid_snapshot(s, &uuid) >= 0 &&
+                            snapshot_table(st, ret->backend, s, false, &table) >= 0 &&
+                            device_create(name, uuid, table, false) >= 0) {
+                                live[i] = true;
+                                continue;
+                        }
+                        remove_named(name_cow, s);
+                }
+                if (s == merging) {
+                        r = -EIO;
+                        goto remove_devices;
+                }
+                s->state = SNAPSHOT_INVALID;
+                ret->invalidated++;
+        }
+        return 0;
+
+remove_devices:
+        boot_remove_devices(p, v->name, st, live);
+        return r;
+}
+
+/*
+ * Armed: the mount count the next boot compares with, and the merge's
+ * starting size: what revert saw, or more if the volume was written since
+ * (a merge may be over before its size is read here).
+ */
+static void boot_record_armed(struct pool *p, struct volume *v, struct snapshot *merging,
+                              dev_t devnum, bool has_count, unsigned count) {
+        struct rb_usage u;
+
+        if (has_count && merging) {
+                unsigned now;
+
+                /* Root is mounted from the merged view: the snapshot's count, higher if it was mounted itself. */
+                if (devnum_mount_count(devnum, &now) >= 0 && now > count)
+                        count = now;
+        }
+        /* Root is mounted in this boot once more (read-only, then read-write). */
+        v->mount_count_known = has_count;
+        v->mount_count_max = has_count ? count + 1 : 0;
+        if (merging && rb_snapshot_usage(p, merging, &u) >= 0 && u.exceptions > v->merge_start_chunks)
+                v->merge_start_chunks = u.exceptions;
+}
+
+/*
+ * The volume cannot be armed.  Mounted now, it would be half merged (a
+ * merge under way) or written untracked, losing the revert asked for: the
+ * merge is left to the next boot, pending as it was, and the caller stops
+ * this one.  Otherwise nothing tracks writes to the volume now: none of its
+ * snapshots may be reverted to.
+ */
+static int boot_give_up(struct pool *p, struct volume *v, struct snapshot *merging, struct rb_boot_report *ret,
+                        int error) {
+        ret->armed = 0;
+        if (merging) {
+                ret->merge_blocked = true;
+                if (ret->merge_started) {
+                        v->revert = TAKE_PTR(v->merging);
+                        merging->state = SNAPSHOT_ACTIVE;
+                }
+        } else
+                ret->invalidated += invalidate_volume_snapshots(p, v->name);
+        (void) pool_commit(p);
+        return error;
+}
+
 int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *ret) {
         _cleanup_(stack_done) struct stack st = {};
-        _cleanup_free_ char *top = NULL, *real_uuid = NULL;
-        struct snapshot *merging = NULL;
+        _cleanup_free_ char *top = NULL;
+        _cleanup_free_ bool *live = NULL;
+        struct snapshot *merging;
         struct rbdm_info info;
         struct volume *v;
-        bool *live = NULL, has_count;
+        bool has_count;
         unsigned count;
         dev_t devnum;
         int r;
@@ -95,25 +232,7 @@ int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *re
         has_count = devnum_mount_count(devnum, &count) >= 0;
         if (has_count && v->mount_count_known && count > v->mount_count_max)
                 refuse_untracked(p, v, count, ret);
-
-        /* A pending revert becomes a running merge, recorded before it starts. */
-        if (v->merging)
-                merging = pool_find_snapshot(p, v->merging);
-        else if (v->revert) {
-                merging = pool_find_snapshot(p, v->revert);
-                if (merging && merging->state == SNAPSHOT_ACTIVE) {
-                        v->merging = v->revert;
-                        v->revert = NULL;
-                        v->merge_start_usec = now_usec(CLOCK_REALTIME);
-                        v->merge_start_chunks = 0;
-                        merging->state = SNAPSHOT_MERGING;
-                        ret->merge_started = true;
-                } else {
-                        free(v->revert);
-                        v->revert = NULL;
-                        merging = NULL;
-                }
-        }
+        merging = boot_pick_merge(p, v, ret);
         if (merging) {
                 ret->merging = strdup(merging->name);
                 if (!ret->merging)
@@ -124,124 +243,35 @@ int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *re
         v->table = strdup(st.real_table);
         if (!v->table)
                 return -ENOMEM;
-
         r = rb_backend_resolve(p->meta.settings.backend, merging != NULL, &ret->backend);
         if (r < 0)
-                goto invalidate;
+                return boot_give_up(p, v, merging, ret, r);
         r = pool_commit(p);
         if (r < 0)
                 return r;
         rb_crash_point("boot-recorded");
 
-        r = uuid_real(v, &real_uuid);
-        if (r < 0)
-                goto invalidate;
-        r = device_create(st.real_name, real_uuid, st.real_table, true);
-        if (r < 0)
-                goto invalidate;
-        r = rbdm_devt(st.real_name, st.real_devt);
-        if (r < 0)
-                goto remove_real;
-
         live = calloc(p->meta.n_snapshots + 1, sizeof(bool));
-        if (!live) {
-                r = -ENOMEM;
-                goto remove_real;
-        }
-        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
-                struct snapshot *s = &p->meta.snapshots[i];
-                _cleanup_free_ char *name = NULL, *uuid = NULL, *table = NULL;
-                bool created;
-
-                if (strcmp(s->volume, volume) != 0 || (s->state != SNAPSHOT_ACTIVE && s != merging))
-                        continue;
-                if (cow_device_create(p, s, &created) < 0)
-                        goto bad_snapshot;
-                if (s == merging)
-                        continue;
-                if (name_snapshot(s, &name) < 0 || uuid_snapshot(s, &uuid) < 0 ||
-                    snapshot_table(&st, ret->backend, s, false, &table) < 0 ||
-                    device_create(name, uuid, table, false) < 0) {
-                        remove_named(name_cow, s);
-                        goto bad_snapshot;
-                }
-                live[i] = true;
-                continue;
-bad_snapshot:
-                if (s == merging) {
-                        r = -EIO;
-                        goto remove_snapshots;
-                }
-                s->state = SNAPSHOT_INVALID;
-                ret->invalidated++;
-        }
-
+        if (!live)
+                return boot_give_up(p, v, merging, ret, -ENOMEM);
+        r = boot_create_devices(p, v, &st, merging, live, ret);
+        if (r < 0)
+                return boot_give_up(p, v, merging, ret, r);
         if (merging)
                 r = snapshot_table(&st, ret->backend, merging, true, &top);
         else
                 r = table_origin(ret->backend, st.sectors, st.real_devt, &top);
-        if (r < 0)
-                goto remove_snapshots;
-        r = rbdm_swap(volume, &(const struct rbdm_swap) {
-                .table = top,
-                .step = arm_step,
-                .userdata = &(struct arm) { p, live, ret },
-        });
-        if (r < 0)
-                goto remove_snapshots;
-        free(live);
+        if (r >= 0)
+                r = rbdm_swap(volume, &(const struct rbdm_swap) {
+                        .table = top,
+                        .step = arm_step,
+                        .userdata = &(struct arm) { p, live, ret },
+                });
+        if (r < 0) {
+                boot_remove_devices(p, volume, &st, live);
+                return boot_give_up(p, v, merging, ret, r);
+        }
         rb_crash_point("boot-swapped");
-        if (has_count && merging) {
-                unsigned now;
-
-                /* Root is mounted from the merged view: the snapshot's count, higher if it was mounted itself. */
-                if (devnum_mount_count(devnum, &now) >= 0 && now > count)
-                        count = now;
-        }
-        /* Root is mounted in this boot once more (read-only, then read-write). */
-        v->mount_count_known = has_count;
-        v->mount_count_max = has_count ? count + 1 : 0;
-        if (ret->merge_started) {
-                struct rb_usage u;
-
-                if (rb_snapshot_usage(p, merging, &u) >= 0 && u.allocated > u.metadata)
-                        v->merge_start_chunks = (u.allocated - u.metadata) / merging->chunk_sectors;
-        }
+        boot_record_armed(p, v, merging, devnum, has_count, count);
         return pool_commit(p);
-
-remove_snapshots:
-        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
-                struct snapshot *s = &p->meta.snapshots[i];
-
-                if (strcmp(s->volume, volume) != 0)
-                        continue;
-                if (live[i])
-                        remove_named(name_snapshot, s);
-                remove_named(name_cow, s);
-        }
-remove_real:
-        (void) rbdm_remove(st.real_name);
-invalidate:
-        free(live);
-        ret->armed = 0;
-        if (merging) {
-                /*
-                 * Mounted now, the volume would be half merged (a merge under
-                 * way) or written untracked, losing the revert asked for.
-                 * Leave the merge to the next boot, pending as it was; the
-                 * caller stops this one.
-                 */
-                ret->merge_blocked = true;
-                if (ret->merge_started) {
-                        v->revert = v->merging;
-                        v->merging = NULL;
-                        merging->state = SNAPSHOT_ACTIVE;
-                }
-                (void) pool_commit(p);
-                return r;
-        }
-        /* Nothing tracks writes to the volume now: none of its snapshots may be reverted to. */
-        ret->invalidated += invalidate_volume_snapshots(p, volume);
-        (void) pool_commit(p);
-        return r;
 }

@@ -510,10 +510,11 @@ int pool_meta_to_json(const struct pool_meta *m, char **ret) {
                 json_put_string(o, "table", v->table);
                 json_put_string(o, "revert", v->revert);
                 json_put_string(o, "merging", v->merging);
-                if (v->merging) {
+                if (v->merging)
                         json_put_uint(o, "merge_start_usec", v->merge_start_usec);
+                /* A pending revert's size too: its merge may be over before the boot can read it. */
+                if (v->merging || v->revert)
                         json_put_uint(o, "merge_start_chunks", v->merge_start_chunks);
-                }
                 if (v->mount_count_known)
                         json_put_uint(o, "mount_count_max", v->mount_count_max);
                 json_object_array_add(volumes, o);

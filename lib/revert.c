@@ -36,6 +36,7 @@ int rb_cancel_revert(struct pool *p, const char *volume) {
                         continue;
                 free(v->revert);
                 v->revert = NULL;
+                v->merge_start_chunks = 0;
                 n++;
         }
         if (n == 0)
@@ -156,6 +157,8 @@ int rb_revert(struct pool *p, const char *name, bool now) {
                 v->revert = strdup(name);
                 if (!v->revert)
                         return -ENOMEM;
+                /* The size known now: the boot may find the merge already over. */
+                v->merge_start_chunks = u.exceptions;
                 return pool_commit(p);
         }
 
@@ -174,7 +177,7 @@ int rb_revert(struct pool *p, const char *name, bool now) {
         if (!v->merging)
                 return -ENOMEM;
         v->merge_start_usec = now_usec(CLOCK_REALTIME);
-        v->merge_start_chunks = u.allocated > u.metadata ? (u.allocated - u.metadata) / s->chunk_sectors : 0;
+        v->merge_start_chunks = u.exceptions;
         s->state = SNAPSHOT_MERGING;
         r = pool_commit(p);
         if (r < 0)
@@ -266,6 +269,7 @@ int rb_merge_poll(struct pool *p, const char *volume, bool finish, struct rb_mer
                  * merge finish cut off before its commit leaves that.
                  */
                 ret->state = MERGE_DONE;
+                ret->chunks_total = v->merge_start_chunks;
                 ret->percent = 100.0;
                 ret->eta_seconds = 0;
                 return finish ? merge_finish_record(p, v, s) : 0;
@@ -283,7 +287,7 @@ int rb_merge_poll(struct pool *p, const char *volume, bool finish, struct rb_mer
                 ret->state = MERGE_FAILED;
                 return 0;
         }
-        remaining = u.allocated > u.metadata ? (u.allocated - u.metadata) / s->chunk_sectors : 0;
+        remaining = u.exceptions;
         ret->chunks_total = v->merge_start_chunks > remaining ? v->merge_start_chunks : remaining;
         ret->chunks_remaining = remaining;
         ret->percent = ret->chunks_total ? 100.0 * (ret->chunks_total - remaining) / ret->chunks_total : 100.0;

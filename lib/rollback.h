@@ -77,6 +77,7 @@ struct rb_usage {
         uint64_t allocated;       /* sectors */
         uint64_t total;
         uint64_t metadata;
+        uint64_t exceptions;      /* chunks copied (to merge, under a merge) */
 };
 
 int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage *ret);

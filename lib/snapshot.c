@@ -380,6 +380,7 @@ int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage 
                 ret->allocated = a;
                 ret->total = t;
                 ret->metadata = m;
+                ret->exceptions = a > m ? (a - m) / s->chunk_sectors : 0;
                 /* rollback-merge appends its state; upstream's merge has none. */
                 if (sscanf(params, "%*u/%*u %*u %*u %15s", word) == 1 && strcmp(word, "stopped") == 0)
                         ret->stopped = true;

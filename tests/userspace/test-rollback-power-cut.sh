@@ -59,6 +59,10 @@ volume_is() {
 # (wait finishes it), and the volume holds NAME's files.
 merged() {
         $ctl status
+        # The merge's starting size is known whenever the cut came (the
+        # percentage and the ETA are reckoned from it).
+        total=$($ctl --json status | json_field chunks_total)
+        [ -n "$total" ] && [ "$total" -gt 0 ] || fail "the merge of $1 has no starting size: '$total'"
         must $ctl wait --timeout 120
         [ "$(state "$1")" = gone ] || fail "$1 is $(state "$1") after its merge was finished"
         $ctl --json status | grep -q '"merge": {' && fail "a merge is still recorded"

@@ -258,6 +258,9 @@ static void invalidate_work_fn(struct work_struct *work)
 
 	while ((bio = bio_list_pop(&bios)))
 		retry_origin_bio(bio);
+
+	/* A watcher woken by the event reads Invalid, as with upstream's. */
+	dm_table_event(s->ti->table);
 }
 
 /*

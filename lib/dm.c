@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <dirent.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <libdevmapper.h>
 #include <limits.h>
+#include <linux/dm-ioctl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <sys/sysmacros.h>
@@ -442,4 +445,28 @@ static bool blocks_reads(const char *kname, unsigned depth) {
 /* A suspended dm device blocks every read until it is resumed, and so does one stacked on it (LVM looks down too). */
 bool rbdm_blocks_reads(const char *kname) {
         return blocks_reads(kname, 0);
+}
+
+int rbdm_event_arm(int fd) {
+        struct dm_ioctl dmi = {
+                .version = { DM_VERSION_MAJOR, 0, 0 },
+                .data_size = sizeof(dmi),
+        };
+
+        if (ioctl(fd, DM_DEV_ARM_POLL, &dmi) < 0)
+                return -errno;
+        return 0;
+}
+
+int rbdm_event_open(void) {
+        _cleanup_close_ int fd = -1;
+        int r;
+
+        fd = open("/dev/mapper/control", O_RDWR | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+                return -errno;
+        r = rbdm_event_arm(fd);
+        if (r < 0)
+                return r;
+        return TAKE_FD(fd);
 }

@@ -45,6 +45,14 @@ int rbdm_remove_deferred(const char *name, uint32_t *cookie);
 #define RBDM_UDEV_TIMEOUT_SEC 30
 int rbdm_udev_wait(uint32_t cookie);
 /*
+ * Device-mapper events of any device (a table event such as a snapshot
+ * overflowing, a resume, a removal): rbdm_event_open() returns an fd of
+ * /dev/mapper/control that polls readable once an event happened after it
+ * was last armed; rbdm_event_arm() arms it again.
+ */
+int rbdm_event_open(void);
+int rbdm_event_arm(int fd);
+/*
  * The one place where a device is suspended.  Loads table (if any) as the
  * inactive table, suspends the device with memory locked, runs step (which
  * may load a table or change the devices beneath), and resumes.  If the

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bus.h"
+#include "dm.h"
 #include "log.h"
 #include "macro.h"
 #include "rollback.h"
@@ -372,6 +373,49 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return sd_event_source_set_time(s, usec + arg_interval_usec);
 }
 
+/*
+ * A device-mapper event (a snapshot overflowing, a merge ending, a table
+ * replaced): checked at once rather than at the next tick.  Re-armed first,
+ * so that an event during the check wakes the loop again; the check's own
+ * table changes are events too, which the rate limit keeps from spinning.
+ */
+static int on_dm_event(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        int r;
+
+        r = rbdm_event_arm(fd);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to wait for device-mapper events, checking every %.1f s only: %m",
+                                  arg_interval_usec / 1e6);
+                return sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        }
+        monitor(userdata);
+        return 0;
+}
+
+static void watch_dm_events(struct daemon *d) {
+        _cleanup_close_ int fd = -1;
+        sd_event_source *s;
+        int r;
+
+        fd = rbdm_event_open();
+        if (fd < 0) {
+                log_warning_errno(fd, "Failed to wait for device-mapper events, checking every %.1f s only: %m",
+                                  arg_interval_usec / 1e6);
+                return;
+        }
+        r = sd_event_add_io(d->event, &s, fd, EPOLLIN, on_dm_event, d);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to watch device-mapper events: %m");
+                return;
+        }
+        (void) sd_event_source_set_io_fd_own(s, true);
+        TAKE_FD(fd);
+        /* At most 10 checks a second; past that the events wait for the window's end. */
+        (void) sd_event_source_set_ratelimit(s, 1000000, 10);
+        (void) sd_event_source_set_floating(s, true);
+        sd_event_source_unref(s);
+}
+
 static int help(void) {
         printf("Usage: rollbackd [OPTIONS]\n"
                "\n"
@@ -379,7 +423,8 @@ static int help(void) {
                "\n"
                "  -h --help             Show this help\n"
                "     --version          Show the version\n"
-               "     --interval SEC     How often to check COW fill and merges [2]\n"
+               "     --interval SEC     How often to check COW fill and merges, besides at\n"
+               "                        every device-mapper event [2]\n"
                "     --pool DEVICE      Use this pool instead of searching for it\n");
         return 0;
 }
@@ -470,6 +515,7 @@ int main(int argc, char *argv[]) {
         if (r < 0)
                 return log_error_errno(r, "Failed to add the monitor timer: %m"), 1;
         (void) sd_event_source_set_enabled(timer, SD_EVENT_ON);
+        watch_dm_events(&d);
 
         (void) sd_notify(false, "READY=1\nSTATUS=Watching the pool.");
         log_info("Serving %s.", RB_BUS_NAME);

@@ -2,7 +2,8 @@
 # rollbackctl through rollbackd on a D-Bus system bus (started by bus
 # activation): autoextension under a big write, retention of upgrade
 # snapshots, an overflow reported invalid, a merge finished by the daemon,
-# and a write faster than the daemon's poll.
+# a write faster than the daemon's poll, and an overflow reported at once by
+# the device-mapper event with the poll far away.
 . ./lib.sh
 . ./lib-userspace.sh
 ctl=rollbackctl
@@ -138,6 +139,23 @@ grep -q "Extended snapshot fast" /tmp/rollbackd.log && fail "fast was extended, 
 expect_rc 6 $ctl revert fast
 echo still-writable > /mnt/after-overflow || fail "the volume is not writable after the overflow"
 must $ctl delete fast
+
+# The poll is only the fallback: a device-mapper event wakes the daemon.
+step "with a poll once in 10 minutes, an overflow is reported at once"
+must kill $daemon
+sed -i 's/--interval 0.3/--interval 600/' /tmp/dbus-services/org.rollback1.service
+must $ctl --no-daemon config autoextend_threshold=0
+must $ctl snapshot --name slow-poll --size 4M vg0-root
+pidof rollbackd > /dev/null || fail "rollbackd was not activated again"
+sleep 1
+dd if=/dev/urandom of=/mnt/slow-poll bs=1M count=8 conv=fsync 2>/dev/null
+for i in $(seq 50); do
+        grep -q "Snapshot slow-poll of vg0-root became invalid" /tmp/rollbackd.log && break
+        sleep 0.2
+done
+grep -q "Snapshot slow-poll of vg0-root became invalid" /tmp/rollbackd.log ||
+        fail "the overflow of slow-poll was not reported within 10 s"
+must $ctl delete slow-poll
 umount /mnt
 cat /tmp/rollbackd.log
 pass

@@ -103,6 +103,11 @@ struct dmrb_store_ops {
 	int (*invalidate)(struct dmrb_store *store);
 	void (*usage)(struct dmrb_store *store, sector_t *total,
 		      sector_t *allocated, sector_t *metadata);
+	/*
+	 * Data chunks allocate could still hand out, with the COW device's
+	 * size read now: it may have grown since the table was loaded.
+	 */
+	u64 (*free_chunks)(struct dmrb_store *store);
 };
 
 extern const struct dmrb_store_ops dmrb_persistent_store_ops;

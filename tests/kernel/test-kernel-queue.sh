@@ -5,7 +5,8 @@
 # linear dm device (cw) over a bigger disk, grown by a reload and resume of
 # cw alone, as rollbackd does it.
 #
-# Disks: vda origin (32M), vdb the disk under the COW (64M).
+# Disks: vda origin (32M), vdb the disk under the COW (64M), vdc the COW of
+# a snapshot merged (64M).
 . ./lib.sh
 
 chunk=8
@@ -119,16 +120,18 @@ echo "upstream snapshot: loads as before"
 
 step "a writer at full speed, the COW grown on events: never invalid"
 lwm=32
-setup 2048 "5 low_water_mark $lwm no_space queue 30000"
-: > /tmp/grow.log
-(
-        len=2048
+
+# Grows cw, from COWLEN sectors, in 2 MiB steps on the table events of s
+# until /tmp/stop-grow exists, each time only once the COW is full (or
+# after 3 s): slower than the writer, which fills the COW and waits.
+grow_on_events() {
+        local len=$1 ev i
+        : > /tmp/grow.log
         while [ ! -e /tmp/stop-grow ]; do
                 ev=$(events s)
                 set -- $(usage s)
                 [ $# = 2 ] || { echo "status $*" >> /tmp/grow.log; break; }
                 if [ $(($2 - $1)) -le $(((lwm + 1) * chunk)) ] && [ $len -lt "$cowdisk" ]; then
-                        # Slower than the writer: it fills the COW and waits.
                         i=0
                         while ! is_full && [ $i -lt 30 ] && [ ! -e /tmp/stop-grow ]; do
                                 sleep 0.1
@@ -143,7 +146,18 @@ setup 2048 "5 low_water_mark $lwm no_space queue 30000"
                 fi
                 timeout 2 dmsetup wait s "$ev" > /dev/null 2>&1
         done
-) &
+}
+
+stop_growing() {
+        touch /tmp/stop-grow
+        wait "$1"
+        rm -f /tmp/stop-grow
+        cat /tmp/grow.log
+        grep -q "^full" /tmp/grow.log || fail "the COW never filled: no write waited"
+}
+
+setup 2048 "5 low_water_mark $lwm no_space queue 30000"
+grow_on_events 2048 &
 grower=$!
 start_ev=$(events s)
 must rbio write /dev/mapper/o /tmp/model-o --seed 5 --count 400 --bs 65536 --span $span --direct
@@ -152,11 +166,7 @@ rbio write /dev/mapper/s /tmp/model-snap --seed 6 --count 300 --bs 4096 --span $
 snapw=$!
 must rbio write /dev/mapper/o /tmp/model-o --seed 7 --count 200 --bs 65536 --span $span --direct
 wait $snapw || fail "snapshot writes failed"
-touch /tmp/stop-grow
-wait $grower
-rm -f /tmp/stop-grow
-cat /tmp/grow.log
-grep -q "^full" /tmp/grow.log || fail "the COW never filled: no write waited"
+stop_growing $grower
 st=$(snapshot_status s)
 echo "status: $st, events $start_ev -> $(events s)"
 case $st in Invalid*) fail "the snapshot was invalidated" ;; esac
@@ -233,6 +243,37 @@ queued_then "removal of the snapshot" dmsetup remove s
 wait $writer || fail "origin writes failed"
 must rbio cmp /dev/mapper/o /tmp/model-o
 no_splat "removal"
+
+step "a merge keeps a snapshot whose COW waits to grow"
+setup 2048 ""
+must dmsetup remove s
+zero_cow /dev/vdc
+make_snapshot rollback o a /dev/vdc $chunk || fail "create a"
+cp /tmp/model-snap /tmp/model-merge
+must rbio write /dev/mapper/o /tmp/model-o --seed 20 --count 100 --bs 65536 --span $span --direct
+cp /tmp/model-o /tmp/model-s
+must dmsetup suspend o
+must dmsetup create s --table "0 $size rollback-snap /dev/mapper/o-real /dev/mapper/cw P $chunk 5 low_water_mark $lwm no_space queue 30000"
+must dmsetup resume o
+merge="rollback-merge /dev/mapper/o-real /dev/vdc P $chunk 3 no_space queue 30000"
+must dmsetup reload o --table "0 $size $merge"
+must dmsetup suspend a
+must dmsetup suspend o
+grow_on_events 2048 &
+grower=$!
+must dmsetup resume o
+must dmsetup remove a
+got=$(dmsetup table o | cut -d' ' -f6-)
+[ "$got" = "P $chunk 3 no_space queue 30000" ] || fail "merge table reads back as '$got'"
+must rbio write /dev/mapper/o /tmp/model-merge --seed 21 --count 100 --bs 65536 --span $span --direct
+wait_merged o
+stop_growing $grower
+st=$(snapshot_status s)
+echo "s: $st, merge: $(snapshot_status o)"
+case $st in Invalid*) fail "the merge invalidated s" ;; esac
+must rbio cmp /dev/mapper/o /tmp/model-merge
+must rbio cmp /dev/mapper/s /tmp/model-s
+no_splat "merge"
 
 remove_all
 pass "no_space queue and low_water_mark"

@@ -259,8 +259,8 @@ static void invalidate_work_fn(struct work_struct *work)
 	while ((bio = bio_list_pop(&bios)))
 		retry_origin_bio(bio);
 
-	/* A watcher woken by the event reads Invalid, as with upstream's. */
-	dm_table_event(s->ti->table);
+	/* As upstream, an invalidated snapshot raises a table event. */
+	queue_work(dmrb_wq, &s->event_work);
 }
 
 /*
@@ -281,6 +281,143 @@ void dmrb_invalidate(struct dmrb_snapshot *s, const char *why)
 	}
 }
 
+/* ---- a full COW: events and the no_space queue ---- */
+
+#define DMRB_NOSPACE_POLL	(HZ / 20)
+
+static void event_work_fn(struct work_struct *work)
+{
+	struct dmrb_snapshot *s = container_of(work, struct dmrb_snapshot, event_work);
+
+	dm_table_event(s->ti->table);
+}
+
+/*
+ * Called with s->lock held after an allocation: one event when the free
+ * chunks fall to the low-water mark, the next once they have been above it
+ * again (the COW grew).
+ */
+static void check_low_water(struct dmrb_snapshot *s)
+{
+	u64 free;
+
+	s->full_signalled = false;
+	if (!(s->features & DMRB_FEATURE_LOW_WATER))
+		return;
+	free = s->store.ops->free_chunks(&s->store);
+	if (free > s->low_water_mark) {
+		s->low_water_signalled = false;
+	} else if (!s->low_water_signalled) {
+		s->low_water_signalled = true;
+		queue_work(dmrb_wq, &s->event_work);
+	}
+}
+
+/*
+ * Whether a write that needs a chunk of a full COW may wait for it to grow:
+ * only with no_space queue, and never while the snapshot or its origin is
+ * being suspended.  A suspend must end in bounded time, the step that grows
+ * the COW may be waiting for it, and a write held here cannot be handed
+ * back to device-mapper across a flushing suspend: from presuspend until
+ * resume a full COW invalidates the snapshot, as with no_space error, and
+ * the writes already waiting are sent on at once.
+ */
+static bool may_wait(struct dmrb_snapshot *s)
+{
+	return s->no_space_timeout_ms && !s->suspending &&
+	       !READ_ONCE(s->origin->suspending);
+}
+
+/* Sends a snapshot write again that waited for the COW to grow. */
+static void retry_snapshot_bio(struct dmrb_snapshot *s, struct bio *bio)
+{
+	switch (dmrb_snapshot_map(s->ti, bio)) {
+	case DM_MAPIO_REMAPPED:
+		submit_bio_noacct(bio);
+		break;
+	case DM_MAPIO_KILL:
+		bio_io_error(bio);
+		break;
+	}
+}
+
+/*
+ * Sends on, in order, the writes that waited: to be queued again behind
+ * the rest if the COW is full again.  Origin writes were already remapped
+ * to the origin device by the origin's map.
+ */
+static void resend_nospace_bios(struct dmrb_snapshot *s, struct bio_list *bios)
+{
+	struct bio *bio;
+
+	while ((bio = bio_list_pop(bios))) {
+		if (bio->bi_bdev == s->origin_dev->bdev)
+			retry_origin_bio(bio);
+		else
+			retry_snapshot_bio(s, bio);
+	}
+}
+
+/*
+ * Polls the COW's size while writes wait (a resize of the dm device under
+ * it tells the snapshot nothing): it sends them on once the COW has room,
+ * or invalidates the snapshot at the deadline, or at once when waiting is
+ * no longer allowed.
+ */
+static void nospace_work_fn(struct work_struct *work)
+{
+	struct dmrb_snapshot *s = container_of(to_delayed_work(work),
+					     struct dmrb_snapshot, nospace_work);
+	struct bio_list bios;
+
+	mutex_lock(&s->lock);
+	if (s->valid && s->nospace_waiting &&
+	    !s->store.ops->free_chunks(&s->store)) {
+		if (may_wait(s) && time_before(jiffies, s->nospace_deadline)) {
+			queue_delayed_work(dmrb_wq, &s->nospace_work,
+					   min_t(unsigned long, DMRB_NOSPACE_POLL,
+						 s->nospace_deadline - jiffies));
+			mutex_unlock(&s->lock);
+			return;
+		}
+		dmrb_invalidate(s, "COW device is full");
+	}
+	if (s->valid && s->nospace_waiting)
+		check_low_water(s);
+	s->nospace_waiting = false;
+	bios = s->nospace_bios;
+	bio_list_init(&s->nospace_bios);
+	mutex_unlock(&s->lock);
+
+	resend_nospace_bios(s, &bios);
+}
+
+/*
+ * A suspend of the snapshot or of its origin has begun (see may_wait()):
+ * the writes waiting go on now.
+ */
+void dmrb_end_nospace_wait(struct dmrb_snapshot *s)
+{
+	mod_delayed_work(dmrb_wq, &s->nospace_work, 0);
+}
+
+/* The origin device dev is being suspended, or resumes. */
+void dmrb_origin_suspending(dev_t dev, bool suspending)
+{
+	struct dmrb_snapshot *s;
+	struct dmrb_origin *o;
+
+	down_read(&dmrb_origins_lock);
+	o = dmrb_find_origin(dev);
+	if (o) {
+		WRITE_ONCE(o->suspending, suspending);
+		if (suspending)
+			list_for_each_entry(s, &o->snapshots, origin_list)
+				dmrb_end_nospace_wait(s);
+	}
+	up_read(&dmrb_origins_lock);
+}
+
 /*
  * The parts of a new snapshot that the core looks after.  Its own reserve
  * of pending exceptions: one that others share may be held empty by the
@@ -299,6 +436,9 @@ int dmrb_snapshot_init(struct dmrb_snapshot *s)
 	INIT_LIST_HEAD(&s->commit_queue);
 	atomic_set(&s->pending_count, 0);
 	INIT_WORK(&s->invalidate_work, invalidate_work_fn);
+	bio_list_init(&s->nospace_bios);
+	INIT_DELAYED_WORK(&s->nospace_work, nospace_work_fn);
+	INIT_WORK(&s->event_work, event_work_fn);
 	spin_lock_init(&s->tracked_lock);
 	for (i = 0; i < DMRB_TRACKED_BUCKETS; i++)
 		INIT_HLIST_HEAD(&s->tracked[i]);
@@ -313,6 +453,8 @@ void dmrb_unregister_snapshot(struct dmrb_snapshot *s)
 {
 	struct dmrb_origin *o = s->origin;
 	struct dmrb_snapshot *other;
+	struct bio_list bios;
+	struct bio *bio;
 
 	down_write(&dmrb_origins_lock);
 	list_del(&s->origin_list);
@@ -326,8 +468,26 @@ void dmrb_unregister_snapshot(struct dmrb_snapshot *s)
 		o = NULL;
 	up_write(&dmrb_origins_lock);
 
+	/*
+	 * Writes still waiting for the COW: the origin's go on without this
+	 * snapshot, its own fail.  A presuspend has normally sent them on.
+	 */
+	cancel_delayed_work_sync(&s->nospace_work);
+	mutex_lock(&s->lock);
+	bios = s->nospace_bios;
+	bio_list_init(&s->nospace_bios);
+	s->nospace_waiting = false;
+	mutex_unlock(&s->lock);
+	while ((bio = bio_list_pop(&bios))) {
+		if (bio->bi_bdev == s->origin_dev->bdev)
+			retry_origin_bio(bio);
+		else
+			bio_io_error(bio);
+	}
+
 	wait_var_event(&s->pending_count, !atomic_read(&s->pending_count));
 	flush_work(&s->invalidate_work);
+	flush_work(&s->event_work);
 	if (o) {
 		dm_kcopyd_client_destroy(o->kc);
 		kfree(o);
@@ -366,20 +526,60 @@ void dmrb_free_pending(struct dmrb_pending *pe)
 }
 
 /*
+ * Called with s->lock held when the COW of s is full, or writes already
+ * wait for it: -EAGAIN if bio (when given) now waits behind them for the
+ * COW to grow, -ENOSPC if the snapshot has been invalidated instead.  The
+ * first write to wait sets the deadline.
+ */
+static int wait_for_space(struct dmrb_snapshot *s, struct bio *bio, bool full)
+{
+	if (full && !s->full_signalled) {
+		s->full_signalled = true;
+		queue_work(dmrb_wq, &s->event_work);
+	}
+	if (!may_wait(s) ||
+	    (s->nospace_waiting && !time_before(jiffies, s->nospace_deadline))) {
+		dmrb_invalidate(s, "COW device is full");
+		/* The writes waiting go on, to the invalidated snapshot. */
+		if (s->nospace_waiting)
+			mod_delayed_work(dmrb_wq, &s->nospace_work, 0);
+		return -ENOSPC;
+	}
+	if (!s->nospace_waiting) {
+		s->nospace_waiting = true;
+		s->nospace_deadline = jiffies +
+			max(msecs_to_jiffies(s->no_space_timeout_ms), 1UL);
+		queue_delayed_work(dmrb_wq, &s->nospace_work, DMRB_NOSPACE_POLL);
+	}
+	if (bio)
+		bio_list_add(&s->nospace_bios, bio);
+	return -EAGAIN;
+}
+
+/*
  * Called with s->lock held; pe comes from dmrb_alloc_pending.  Returns
- * NULL (having invalidated the snapshot, pe still the caller's) when the
- * COW is full.
+ * ERR_PTR(-EAGAIN) when the COW is full (or writes already wait for it)
+ * and bio, if given, waits for it to grow (no_space queue), and
+ * ERR_PTR(-ENOSPC) when the snapshot has been invalidated because it is
+ * full; pe is still the caller's then.
  */
 struct dmrb_pending *dmrb_new_pending(struct dmrb_snapshot *s, dmrb_chunk_t chunk,
-				      struct dmrb_pending *pe)
+				      struct dmrb_pending *pe, struct bio *bio)
 {
 	struct dmrb_exception *done = pe->done;
 	dmrb_chunk_t new_chunk;
+	int r;
 
-	if (s->store.ops->allocate(&s->store, &new_chunk)) {
-		dmrb_invalidate(s, "COW device is full");
-		return NULL;
+	/* Behind the writes that wait, in order, unless waiting has ended. */
+	if (s->nospace_waiting && may_wait(s)) {
+		r = wait_for_space(s, bio, false);
+		return ERR_PTR(r);
 	}
+	if (s->store.ops->allocate(&s->store, &new_chunk)) {
+		r = wait_for_space(s, bio, true);
+		return ERR_PTR(r);
+	}
+	check_low_water(s);
 
 	memset(pe, 0, sizeof(*pe));
 	pe->e.old_chunk = chunk;
@@ -586,9 +786,13 @@ int dmrb_origin_write(struct dmrb_origin *o, sector_t sector,
 					}
 					continue;	/* the tables may have changed */
 				}
-				pe = dmrb_new_pending(s, chunk, spare);
-				if (!pe)
+				pe = dmrb_new_pending(s, chunk, spare, queued ? NULL : bio);
+				if (IS_ERR(pe)) {
+					/* Waits for the COW to grow, or s is invalid. */
+					if (PTR_ERR(pe) == -EAGAIN && bio)
+						queued = true;
 					break;
+				}
 				spare = NULL;
 				pe->next_copy = new_list;
 				new_list = pe;

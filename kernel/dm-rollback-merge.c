@@ -384,8 +384,11 @@ static void merge_stop(struct dmrb_merge *m)
 /*
  * Construct a merge, in place of the origin's table:
  *   rollback-merge <origin_dev> <cow_dev> P <chunk_sectors>
+ *                  [<#feature args> [<feature arg>]*]
  *
- * As rollback-snap.  If a rollback-snap uses cow_dev, the merge takes its
+ * As rollback-snap, features included (a merge takes no new exceptions, so
+ * they only come back in the table; the other snapshots of the origin
+ * apply their own).  If a rollback-snap uses cow_dev, the merge takes its
  * COW over when it resumes; that snapshot must be suspended then, and
  * fails its I/O from then on.
  */
@@ -578,13 +581,20 @@ static void merge_resume(struct dm_target *ti)
 	 */
 	if (!READ_ONCE(s->valid))
 		DMERR("%s: Cannot merge an invalid snapshot", s->cow_dev->name);
+	dmrb_origin_suspending(s->origin_dev->bdev->bd_dev, false);
 	merge_start(s->merge);
 }
 
+/*
+ * Before the merge stops: the other snapshots stop waiting for full COWs
+ * to grow, or the batch in flight could wait for one (see may_wait() in
+ * dm-rollback-core.c).
+ */
 static void merge_presuspend(struct dm_target *ti)
 {
 	struct dmrb_snapshot *s = ti->private;
 
+	dmrb_origin_suspending(s->origin_dev->bdev->bd_dev, true);
 	merge_stop(s->merge);
 }
 
@@ -593,6 +603,7 @@ static void merge_presuspend_undo(struct dm_target *ti)
 {
 	struct dmrb_snapshot *s = ti->private;
 
+	dmrb_origin_suspending(s->origin_dev->bdev->bd_dev, false);
 	merge_start(s->merge);
 }
 
@@ -650,7 +661,7 @@ static int merge_message(struct dm_target *ti, unsigned int argc, char **argv,
 
 struct target_type dmrb_merge_target = {
 	.name = "rollback-merge",
-	.version = {1, 3, 2},
+	.version = {1, 4, 0},
 	.module = THIS_MODULE,
 	.ctr = merge_ctr,
 	.dtr = merge_dtr,

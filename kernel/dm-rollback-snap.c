@@ -42,22 +42,94 @@ static void snapshot_free(struct dmrb_snapshot *s)
 	kfree(s);
 }
 
+#define DMRB_MAX_NO_SPACE_TIMEOUT_MS	3600000
+
+/*
+ * The optional features after the four upstream arguments, counted in
+ * words as upstream counts its feature arguments.
+ */
+static int parse_features(struct dmrb_snapshot *s, struct dm_arg_set *as,
+			  char **error)
+{
+	unsigned int count;
+	const char *name;
+
+	if (kstrtouint(dm_shift_arg(as), 10, &count) || count != as->argc) {
+		*error = "Invalid argument count";
+		return -EINVAL;
+	}
+
+	while (as->argc) {
+		name = dm_shift_arg(as);
+		if (!strcasecmp(name, "low_water_mark")) {
+			if (s->features & DMRB_FEATURE_LOW_WATER) {
+				*error = "Feature given twice";
+				return -EINVAL;
+			}
+			if (!as->argc || kstrtou64(dm_shift_arg(as), 10, &s->low_water_mark)) {
+				*error = "Invalid low_water_mark";
+				return -EINVAL;
+			}
+			s->features |= DMRB_FEATURE_LOW_WATER;
+		} else if (!strcasecmp(name, "no_space")) {
+			const char *policy = as->argc ? dm_shift_arg(as) : "";
+
+			if (s->features & DMRB_FEATURE_NO_SPACE) {
+				*error = "Feature given twice";
+				return -EINVAL;
+			}
+			if (!strcasecmp(policy, "queue")) {
+				if (!as->argc ||
+				    kstrtouint(dm_shift_arg(as), 10, &s->no_space_timeout_ms) ||
+				    !s->no_space_timeout_ms ||
+				    s->no_space_timeout_ms > DMRB_MAX_NO_SPACE_TIMEOUT_MS) {
+					*error = "Invalid no_space queue timeout";
+					return -EINVAL;
+				}
+			} else if (strcasecmp(policy, "error")) {
+				*error = "Invalid no_space policy";
+				return -EINVAL;
+			}
+			s->no_space_first = !(s->features & DMRB_FEATURE_LOW_WATER);
+			s->features |= DMRB_FEATURE_NO_SPACE;
+		} else {
+			*error = "Unrecognised feature";
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 /*
  * Construct a snapshot:
  *   rollback-snap <origin_dev> <cow_dev> <P|N> <chunk_sectors>
+ *                 [<#feature args> [<feature arg>]*]
  *
  * origin_dev is the device rollback-origin sits on, cow_dev receives the
  * copied chunks; P keeps them across reboots in the upstream persistent
  * format, N does not.  chunk_sectors is a power of two; the chunk size
  * recorded in an existing persistent COW wins.
+ *
+ * Features, each at most once:
+ *   low_water_mark <chunks>
+ *	raise a table event when the free chunks of the COW fall to
+ *	<chunks>; again after the COW has grown above it
+ *   no_space error
+ *	a write that needs a chunk of a full COW invalidates the
+ *	snapshot, as upstream (the default)
+ *   no_space queue <timeout_ms>
+ *	such writes wait, in order, for the COW device to grow, at most
+ *	<timeout_ms> from the first of them, then go on or invalidate
+ * A full COW raises a table event too.
  */
 int dmrb_snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv,
 		      struct dmrb_merge *merge)
 {
+	struct dm_arg_set as;
 	struct dmrb_snapshot *s;
 	int r;
 
-	if (argc != 4) {
+	if (argc < 4) {
 		ti->error = "Invalid argument count";
 		return -EINVAL;
 	}
@@ -90,6 +162,14 @@ int dmrb_snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv,
 		ti->error = "Invalid chunk size";
 		r = -EINVAL;
 		goto bad_args;
+	}
+
+	if (argc > 4) {
+		as.argc = argc - 4;
+		as.argv = argv + 4;
+		r = parse_features(s, &as, &ti->error);
+		if (r)
+			goto bad_args;
 	}
 
 	if (merge && !s->store.ops->prepare_merge) {
@@ -200,7 +280,7 @@ void dmrb_snapshot_dtr(struct dm_target *ti)
 	snapshot_free(s);
 }
 
-static int snapshot_map(struct dm_target *ti, struct bio *bio)
+int dmrb_snapshot_map(struct dm_target *ti, struct bio *bio)
 {
 	struct dmrb_snapshot *s = ti->private;
 	struct dmrb_tracked *t = dm_per_bio_data(bio, sizeof(*t));
@@ -251,9 +331,11 @@ again:
 				r = DM_MAPIO_KILL;
 				goto out_unlock;
 			}
-			pe = dmrb_new_pending(s, chunk, spare);
-			if (!pe) {
-				r = DM_MAPIO_KILL;
+			pe = dmrb_new_pending(s, chunk, spare, bio);
+			if (IS_ERR(pe)) {
+				/* Waiting for the COW to grow, or invalidated. */
+				r = PTR_ERR(pe) == -EAGAIN ? DM_MAPIO_SUBMITTED : DM_MAPIO_KILL;
+				pe = NULL;
 				goto out_unlock;
 			}
 			spare = NULL;
@@ -310,7 +392,39 @@ static void snapshot_resume(struct dm_target *ti)
 	/* Stays active while suspended: the origin must keep copying. */
 	mutex_lock(&s->lock);
 	s->active = true;
+	s->suspending = false;
 	mutex_unlock(&s->lock);
+}
+
+/* Writes waiting for the COW to grow go on now (see may_wait()). */
+static void snapshot_presuspend(struct dm_target *ti)
+{
+	struct dmrb_snapshot *s = ti->private;
+
+	mutex_lock(&s->lock);
+	s->suspending = true;
+	mutex_unlock(&s->lock);
+	dmrb_end_nospace_wait(s);
+}
+
+static void snapshot_presuspend_undo(struct dm_target *ti)
+{
+	struct dmrb_snapshot *s = ti->private;
+
+	mutex_lock(&s->lock);
+	s->suspending = false;
+	mutex_unlock(&s->lock);
+}
+
+static unsigned int feature_args(struct dmrb_snapshot *s)
+{
+	unsigned int n = 0;
+
+	if (s->features & DMRB_FEATURE_LOW_WATER)
+		n += 2;
+	if (s->features & DMRB_FEATURE_NO_SPACE)
+		n += s->no_space_timeout_ms ? 3 : 2;
+	return n;
 }
 
 void dmrb_snapshot_status(struct dm_target *ti, status_type_t type,
@@ -319,7 +433,7 @@ void dmrb_snapshot_status(struct dm_target *ti, status_type_t type,
 {
 	struct dmrb_snapshot *s = ti->private;
 	sector_t total, allocated, metadata;
-	unsigned int sz = 0;
+	unsigned int i, sz = 0;
 
 	switch (type) {
 	case STATUSTYPE_INFO:
@@ -337,6 +451,23 @@ void dmrb_snapshot_status(struct dm_target *ti, status_type_t type,
 	case STATUSTYPE_TABLE:
 		DMEMIT("%s %s %c %u", s->origin_dev->name, s->cow_dev->name,
 		       s->store.ops->type, s->table_chunk);
+		if (!s->features)
+			break;
+		DMEMIT(" %u", feature_args(s));
+		/* In the order given. */
+		for (i = 0; i < 2; i++) {
+			if ((i == 0) != s->no_space_first) {
+				if (s->features & DMRB_FEATURE_LOW_WATER)
+					DMEMIT(" low_water_mark %llu",
+					       (unsigned long long)s->low_water_mark);
+			} else if (!(s->features & DMRB_FEATURE_NO_SPACE)) {
+				continue;
+			} else if (s->no_space_timeout_ms) {
+				DMEMIT(" no_space queue %u", s->no_space_timeout_ms);
+			} else {
+				DMEMIT(" no_space error");
+			}
+		}
 		break;
 	case STATUSTYPE_IMA:
 		DMEMIT_TARGET_NAME_VERSION(ti->type);
@@ -438,6 +569,31 @@ static int origin_map(struct dm_target *ti, struct bio *bio)
 	return r;
 }
 
+/*
+ * A suspend of the origin ends the waits for full COWs of its snapshots
+ * until it resumes (see may_wait() in dm-rollback-core.c).
+ */
+static void origin_presuspend(struct dm_target *ti)
+{
+	struct dmrb_origin_ctx *oc = ti->private;
+
+	dmrb_origin_suspending(oc->dev->bdev->bd_dev, true);
+}
+
+static void origin_presuspend_undo(struct dm_target *ti)
+{
+	struct dmrb_origin_ctx *oc = ti->private;
+
+	dmrb_origin_suspending(oc->dev->bdev->bd_dev, false);
+}
+
+static void origin_resume(struct dm_target *ti)
+{
+	struct dmrb_origin_ctx *oc = ti->private;
+
+	dmrb_origin_suspending(oc->dev->bdev->bd_dev, false);
+}
+
 static void origin_status(struct dm_target *ti, status_type_t type,
 			  unsigned int status_flags, char *result,
 			  unsigned int maxlen)
@@ -469,23 +625,28 @@ static int origin_iterate_devices(struct dm_target *ti,
 
 struct target_type dmrb_origin_target = {
 	.name = "rollback-origin",
-	.version = {1, 2, 2},
+	.version = {1, 3, 0},
 	.module = THIS_MODULE,
 	.ctr = origin_ctr,
 	.dtr = origin_dtr,
 	.map = origin_map,
+	.presuspend = origin_presuspend,
+	.presuspend_undo = origin_presuspend_undo,
+	.resume = origin_resume,
 	.status = origin_status,
 	.iterate_devices = origin_iterate_devices,
 };
 
 struct target_type dmrb_snapshot_target = {
 	.name = "rollback-snap",
-	.version = {1, 2, 2},
+	.version = {1, 3, 0},
 	.module = THIS_MODULE,
 	.ctr = snap_ctr,
 	.dtr = dmrb_snapshot_dtr,
-	.map = snapshot_map,
+	.map = dmrb_snapshot_map,
 	.end_io = dmrb_snapshot_end_io,
+	.presuspend = snapshot_presuspend,
+	.presuspend_undo = snapshot_presuspend_undo,
 	.resume = snapshot_resume,
 	.status = dmrb_snapshot_status,
 	.iterate_devices = dmrb_snapshot_iterate_devices,

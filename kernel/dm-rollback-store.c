@@ -505,6 +505,33 @@ static void pstore_usage(struct dmrb_store *store, sector_t *total,
 	*metadata = (ps->current_area + 1 + DMRB_HEADER_CHUNKS) << store->chunk_shift;
 }
 
+/* Metadata areas among the chunks below end. */
+static u64 areas_below(struct dmrb_pstore *ps, dmrb_chunk_t end)
+{
+	u64 n = end - DMRB_HEADER_CHUNKS + ps->entries_per_area;
+
+	if (end <= DMRB_HEADER_CHUNKS)
+		return 0;
+	do_div(n, ps->entries_per_area + 1);
+	return n;
+}
+
+/*
+ * The device's size is read each time, as allocate does: a COW whose
+ * device grew (a dm device reloaded bigger and resumed) has room again
+ * without a reload of the snapshot.
+ */
+static u64 pstore_free_chunks(struct dmrb_store *store)
+{
+	struct dmrb_pstore *ps = store->context;
+	dmrb_chunk_t end = cow_sectors(store) >> store->chunk_shift;
+
+	if (ps->next_free >= end)
+		return 0;
+	return end - ps->next_free -
+	       (areas_below(ps, end) - areas_below(ps, ps->next_free));
+}
+
 const struct dmrb_store_ops dmrb_persistent_store_ops = {
 	.type = 'P',
 	.create = pstore_create,
@@ -517,6 +544,7 @@ const struct dmrb_store_ops dmrb_persistent_store_ops = {
 	.commit_merge = pstore_commit_merge,
 	.invalidate = pstore_invalidate,
 	.usage = pstore_usage,
+	.free_chunks = pstore_free_chunks,
 };
 
 /* Transient store: chunks handed out from the start of the COW. */
@@ -572,6 +600,14 @@ static void tstore_usage(struct dmrb_store *store, sector_t *total,
 	*metadata = 0;
 }
 
+static u64 tstore_free_chunks(struct dmrb_store *store)
+{
+	struct dmrb_tstore *ts = store->context;
+	dmrb_chunk_t end = cow_sectors(store) >> store->chunk_shift;
+
+	return ts->next_free < end ? end - ts->next_free : 0;
+}
+
 const struct dmrb_store_ops dmrb_transient_store_ops = {
 	.type = 'N',
 	.create = tstore_create,
@@ -581,4 +617,5 @@ const struct dmrb_store_ops dmrb_transient_store_ops = {
 	.stage = tstore_stage,
 	.invalidate = tstore_invalidate,
 	.usage = tstore_usage,
+	.free_chunks = tstore_free_chunks,
 };

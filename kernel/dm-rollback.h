@@ -103,6 +103,11 @@ struct dmrb_store_ops {
 	int (*invalidate)(struct dmrb_store *store);
 	void (*usage)(struct dmrb_store *store, sector_t *total,
 		      sector_t *allocated, sector_t *metadata);
+	/*
+	 * Data chunks allocate could still hand out, with the COW device's
+	 * size read now: it may have grown since the table was loaded.
+	 */
+	u64 (*free_chunks)(struct dmrb_store *store);
 };
 
 extern const struct dmrb_store_ops dmrb_persistent_store_ops;
@@ -138,6 +143,11 @@ struct dmrb_origin {
 	 * class, in an order the chains do not promise.
 	 */
 	struct mutex commit_lock;
+	/*
+	 * The origin device is being suspended: no write waits for a full
+	 * COW to grow (see dmrb_new_pending()).
+	 */
+	bool suspending;
 };
 
 struct dmrb_merge;
@@ -178,7 +188,30 @@ struct dmrb_snapshot {
 
 	/* Its COW was taken over by a merge: I/O fails, origin writes skip it. */
 	bool handed_over;
+
+	/* Optional features of the table; 0 when not given. */
+	u64 low_water_mark;		/* in chunks */
+	unsigned int no_space_timeout_ms;	/* no_space queue; 0: error */
+	unsigned int features;		/* DMRB_FEATURE_*, as given */
+	bool no_space_first;		/* no_space came before low_water_mark */
+
+	/*
+	 * Writes waiting for a full COW to grow, in arrival order (origin
+	 * writes and snapshot writes), under lock.  nospace_work checks the
+	 * COW's size until it has grown or the deadline has passed.
+	 */
+	struct bio_list nospace_bios;
+	bool nospace_waiting;
+	unsigned long nospace_deadline;	/* jiffies */
+	bool suspending;		/* presuspend until resume */
+	bool low_water_signalled;
+	bool full_signalled;
+	struct delayed_work nospace_work;
+	struct work_struct event_work;
 };
+
+#define DMRB_FEATURE_LOW_WATER	BIT(0)
+#define DMRB_FEATURE_NO_SPACE	BIT(1)
 
 enum dmrb_merge_state {
 	DMRB_MERGE_STOPPED,
@@ -260,7 +293,9 @@ void dmrb_invalidate(struct dmrb_snapshot *s, const char *why);
 struct dmrb_pending *dmrb_alloc_pending(struct dmrb_snapshot *s, gfp_t gfp);
 void dmrb_free_pending(struct dmrb_pending *pe);
 struct dmrb_pending *dmrb_new_pending(struct dmrb_snapshot *s, dmrb_chunk_t chunk,
-				      struct dmrb_pending *pe);
+				      struct dmrb_pending *pe, struct bio *bio);
+void dmrb_end_nospace_wait(struct dmrb_snapshot *s);
+void dmrb_origin_suspending(dev_t dev, bool suspending);
 void dmrb_start_copy(struct dmrb_origin *o, struct dmrb_pending *chain);
 int dmrb_origin_write(struct dmrb_origin *o, sector_t sector,
 		      unsigned int count, struct bio *bio);
@@ -275,6 +310,7 @@ void dmrb_wait_for_tracked_reads(struct dmrb_snapshot *s, dmrb_chunk_t chunk);
 int dmrb_snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv,
 		      struct dmrb_merge *merge);
 void dmrb_snapshot_dtr(struct dm_target *ti);
+int dmrb_snapshot_map(struct dm_target *ti, struct bio *bio);
 int dmrb_snapshot_end_io(struct dm_target *ti, struct bio *bio,
 			 blk_status_t *error);
 void dmrb_snapshot_status(struct dm_target *ti, status_type_t type,

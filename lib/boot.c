@@ -133,7 +133,7 @@ static int boot_create_devices(struct pool *p, struct volume *v, struct stack *s
                         if (s == merging)
                                 continue;
                         if (name_snapshot(s, &name) >= 0 && uuid_snapshot(s, &uuid) >= 0 &&
-                            snapshot_table(st, ret->backend, s, false, &table) >= 0 &&
+                            snapshot_table(p, st, ret->backend, s, false, &table) >= 0 &&
                             device_create(name, uuid, table, false) >= 0) {
                                 live[i] = true;
                                 continue;
@@ -258,7 +258,7 @@ int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *re
         if (r < 0)
                 return boot_give_up(p, v, merging, ret, r);
         if (merging)
-                r = snapshot_table(&st, ret->backend, merging, true, &top);
+                r = snapshot_table(p, &st, ret->backend, merging, true, &top);
         else
                 r = table_origin(ret->backend, st.sectors, st.real_devt, &top);
         if (r >= 0)

@@ -47,6 +47,7 @@ void pool_settings_default(struct pool_settings *s) {
                 .pool_warn_percent = 80,
                 .retain = 3,
                 .snapshot_percent = 20,
+                .full_wait_seconds = 60,
                 .chunk_sectors = 8,
                 .backend = BACKEND_AUTO,
         };
@@ -58,6 +59,7 @@ const struct pool_setting pool_settings_table[] = {
         { .key = "pool_warn_percent", .offset = offsetof(struct pool_settings, pool_warn_percent), .max = 100 },
         { .key = "retain", .offset = offsetof(struct pool_settings, retain), .max = 10000 },
         { .key = "snapshot_percent", .offset = offsetof(struct pool_settings, snapshot_percent), .max = 1000 },
+        { .key = "full_wait_seconds", .offset = offsetof(struct pool_settings, full_wait_seconds), .max = 3600 },
         { .key = "chunk_sectors", .offset = offsetof(struct pool_settings, chunk_sectors), .max = 2048,
           .chunk_size = true },
 };
@@ -66,6 +68,10 @@ const size_t pool_settings_table_size = ELEMENTSOF(pool_settings_table);
 /* As the snapshot targets take them: 4 KiB to 1 MiB, a power of two. */
 bool pool_chunk_sectors_is_valid(uint64_t sectors) {
         return sectors >= 8 && sectors <= 2048 && (sectors & (sectors - 1)) == 0;
+}
+
+bool pool_autoextend_enabled(const struct pool_settings *s) {
+        return s->autoextend_threshold > 0 && s->autoextend_threshold < 100 && s->autoextend_percent > 0;
 }
 
 bool pool_setting_value_is_valid(const struct pool_setting *s, uint64_t value) {

@@ -95,6 +95,7 @@ struct pool_settings {
         unsigned pool_warn_percent;     /* warn when the pool is this full */
         unsigned retain;                /* upgrade snapshots to keep, 0 = all */
         unsigned snapshot_percent;      /* initial COW size, percent of the volume */
+        unsigned full_wait_seconds;     /* writes wait for a full COW to grow (rollback targets), 0 = not */
         uint32_t chunk_sectors;
         enum backend backend;
 };
@@ -197,6 +198,8 @@ size_t pool_count_snapshots(struct pool *p, const char *volume, bool only_live);
 uint64_t pool_free_extents(const struct pool *p);
 int pool_allocate_extents(const struct pool *p, uint64_t count, struct extent_run **ret, size_t *ret_n);
 uint64_t snapshot_extent_count(const struct snapshot *s);
+/* rollbackd extends COWs past autoextend_threshold by autoextend_percent. */
+bool pool_autoextend_enabled(const struct pool_settings *s);
 
 bool snapshot_name_is_valid(const char *name);
 int snapshot_id_new(char **ret);

@@ -69,7 +69,7 @@ static int merge_swap_step(void *userdata) {
                         if (o == m->snapshot || strcmp(o->volume, m->volume->name) != 0 ||
                             o->state != SNAPSHOT_ACTIVE)
                                 continue;
-                        if (name_snapshot(o, &n) < 0 || snapshot_table(m->stack, m->backend, o, false, &t) < 0)
+                        if (name_snapshot(o, &n) < 0 || snapshot_table(p, m->stack, m->backend, o, false, &t) < 0)
                                 continue;
                         /* Same COW, the other implementation: the format is the same. */
                         (void) rbdm_remove(n);
@@ -116,7 +116,7 @@ static int merge_now(struct pool *p, struct volume *v, struct snapshot *s, bool 
                 }
         }
 
-        r = snapshot_table(&st, b, s, true, &merge);
+        r = snapshot_table(p, &st, b, s, true, &merge);
         if (r < 0)
                 return r;
         m = (struct merge_swap) { .pool = p, .volume = v, .snapshot = s, .stack = &st, .backend = b, .table = merge };

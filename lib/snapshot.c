@@ -191,7 +191,7 @@ static int create_live(struct pool *p, const char *volume, struct create_target 
         if (r < 0)
                 return r;
         if ((r = name_snapshot(s, &t->snap_name)) < 0 || (r = uuid_snapshot(s, &snap_uuid)) < 0 ||
-            (r = snapshot_table(&t->st, t->backend, s, false, &snap_table)) < 0)
+            (r = snapshot_table(p, &t->st, t->backend, s, false, &snap_table)) < 0)
                 return r;
         r = device_create(t->snap_name, snap_uuid, snap_table, false);
         if (r < 0)

@@ -102,8 +102,28 @@ int cow_device_create(struct pool *p, const struct snapshot *s, bool *created) {
         return 0;
 }
 
-int snapshot_table(const struct stack *st, enum backend b, const struct snapshot *s, bool merge,
-                          char **ret) {
+/*
+ * While rollbackd extends COWs, one that fills wakes it (the low-water mark
+ * at autoextend_threshold) and writes wait for it to grow, rather than the
+ * snapshot being lost at once.  The mark stays what it was at load: after
+ * a growth, the daemon's poll sees the threshold crossed again.
+ */
+static struct cow_features cow_features_of(const struct pool *p, const struct snapshot *s) {
+        const struct pool_settings *set = &p->meta.settings;
+        uint64_t chunks = snapshot_extent_count(s) * p->geo.extent_sectors / s->chunk_sectors;
+        uint64_t low = chunks * (100 - set->autoextend_threshold) / 100;
+
+        if (!pool_autoextend_enabled(set))
+                return (struct cow_features) {};
+        return (struct cow_features) {
+                .low_water_chunks = low > 0 ? low : 1,
+                .wait_ms = set->full_wait_seconds * 1000,
+        };
+}
+
+int snapshot_table(const struct pool *p, const struct stack *st, enum backend b, const struct snapshot *s,
+                   bool merge, char **ret) {
+        struct cow_features f = cow_features_of(p, s);
         _cleanup_free_ char *cow = NULL;
         char cow_devt[32];
         int r;
@@ -115,7 +135,7 @@ int snapshot_table(const struct stack *st, enum backend b, const struct snapshot
         if (r < 0)
                 return r;
         return (merge ? table_merge : table_snapshot)(b, st->sectors, st->real_devt, cow_devt,
-                                                      s->chunk_sectors, ret);
+                                                      s->chunk_sectors, &f, ret);
 }
 
 void remove_named(int (*namer)(const struct snapshot *, char **), const struct snapshot *s) {

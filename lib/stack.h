@@ -30,7 +30,8 @@ int stack_read(const char *volume, struct stack *st);
 int zero_cow_header(struct pool *p, const struct snapshot *s);
 int device_create(const char *name, const char *uuid, const char *table, bool resume);
 int cow_device_create(struct pool *p, const struct snapshot *s, bool *created);
-int snapshot_table(const struct stack *st, enum backend b, const struct snapshot *s, bool merge, char **ret);
+int snapshot_table(const struct pool *p, const struct stack *st, enum backend b, const struct snapshot *s, bool merge,
+                   char **ret);
 void remove_named(int (*namer)(const struct snapshot *, char **), const struct snapshot *s);
 int resume_deferred_step(void *userdata);
 int remove_snapshot_device(const char *volume, bool suspend, const char *snap_name);

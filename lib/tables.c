@@ -103,26 +103,41 @@ int table_origin(enum backend b, uint64_t sectors, const char *real_devt, char *
         return format(ret, "0 %" PRIu64 " %s %s\n", sectors, t->origin, real_devt);
 }
 
-static int table_cow_user(const char *target, uint64_t sectors, const char *real_devt, const char *cow_devt,
-                          uint32_t chunk_sectors, char **ret) {
-        return format(ret, "0 %" PRIu64 " %s %s %s P %" PRIu32 "\n", sectors, target, real_devt, cow_devt,
-                      chunk_sectors);
+static int table_cow_user(enum backend b, bool merge, uint64_t sectors, const char *real_devt,
+                          const char *cow_devt, uint32_t chunk_sectors, const struct cow_features *f,
+                          char **ret) {
+        const struct backend_targets *t = backend_targets(b);
+        char features[96] = "";
+        unsigned words = 0;
+        int n = 0;
+
+        if (!t)
+                return -EINVAL;
+        /* Upstream's targets take none of these: the table stays theirs. */
+        if (f && b == BACKEND_ROLLBACK) {
+                if (f->low_water_chunks > 0) {
+                        n += snprintf(features + n, sizeof(features) - n, " low_water_mark %" PRIu64,
+                                      f->low_water_chunks);
+                        words += 2;
+                }
+                if (f->wait_ms > 0) {
+                        n += snprintf(features + n, sizeof(features) - n, " no_space queue %u", f->wait_ms);
+                        words += 3;
+                }
+        }
+        if (words == 0)
+                return format(ret, "0 %" PRIu64 " %s %s %s P %" PRIu32 "\n", sectors,
+                              merge ? t->merge : t->snapshot, real_devt, cow_devt, chunk_sectors);
+        return format(ret, "0 %" PRIu64 " %s %s %s P %" PRIu32 " %u%s\n", sectors, merge ? t->merge : t->snapshot,
+                      real_devt, cow_devt, chunk_sectors, words, features);
 }
 
 int table_snapshot(enum backend b, uint64_t sectors, const char *real_devt, const char *cow_devt,
-                   uint32_t chunk_sectors, char **ret) {
-        const struct backend_targets *t = backend_targets(b);
-
-        if (!t)
-                return -EINVAL;
-        return table_cow_user(t->snapshot, sectors, real_devt, cow_devt, chunk_sectors, ret);
+                   uint32_t chunk_sectors, const struct cow_features *f, char **ret) {
+        return table_cow_user(b, false, sectors, real_devt, cow_devt, chunk_sectors, f, ret);
 }
 
 int table_merge(enum backend b, uint64_t sectors, const char *real_devt, const char *cow_devt,
-                uint32_t chunk_sectors, char **ret) {
-        const struct backend_targets *t = backend_targets(b);
-
-        if (!t)
-                return -EINVAL;
-        return table_cow_user(t->merge, sectors, real_devt, cow_devt, chunk_sectors, ret);
+                uint32_t chunk_sectors, const struct cow_features *f, char **ret) {
+        return table_cow_user(b, true, sectors, real_devt, cow_devt, chunk_sectors, f, ret);
 }

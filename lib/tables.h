@@ -29,7 +29,16 @@ int uuid_cow(const struct snapshot *s, char **ret);
 /* The COW: a linear map of the snapshot's extents on the pool. */
 int table_cow(const struct pool_geometry *g, dev_t pool, const struct snapshot *s, char **ret);
 int table_origin(enum backend b, uint64_t sectors, const char *real_devt, char **ret);
+/*
+ * The rollback targets' features (upstream's take none): a table event when
+ * no more than low_water_chunks of the COW are free, and writes that wait
+ * wait_ms for a full COW to grow.  0 leaves a feature out.
+ */
+struct cow_features {
+        uint64_t low_water_chunks;
+        unsigned wait_ms;
+};
 int table_snapshot(enum backend b, uint64_t sectors, const char *real_devt, const char *cow_devt,
-                   uint32_t chunk_sectors, char **ret);
+                   uint32_t chunk_sectors, const struct cow_features *f, char **ret);
 int table_merge(enum backend b, uint64_t sectors, const char *real_devt, const char *cow_devt,
-                uint32_t chunk_sectors, char **ret);
+                uint32_t chunk_sectors, const struct cow_features *f, char **ret);

@@ -104,7 +104,7 @@ static int help(void) {
                "\n"
                "SIZE takes the suffixes K, M, G, T (powers of 1024).\n"
                "Settings (config): autoextend_threshold, autoextend_percent, pool_warn_percent,\n"
-               "retain, snapshot_percent, chunk_sectors, backend.\n"
+               "retain, snapshot_percent, full_wait_seconds, chunk_sectors, backend.\n"
                "\n"
                "Exit status: 0 success, 1 failure, 2 bad usage, 3 not found (pool, volume or\n"
                "snapshot), 4 busy (in use or merging), 5 no space left in the pool,\n"

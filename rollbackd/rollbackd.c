@@ -219,7 +219,7 @@ static const sd_bus_vtable manager_vtable[] = {
 static void autoextend(struct daemon *d, struct pool *p) {
         const struct pool_settings *set = &p->meta.settings;
 
-        if (set->autoextend_threshold == 0 || set->autoextend_threshold >= 100 || set->autoextend_percent == 0)
+        if (!pool_autoextend_enabled(set))
                 return;
         for (size_t i = 0; i < p->meta.n_snapshots; i++) {
                 struct snapshot *s = &p->meta.snapshots[i];

@@ -34,14 +34,24 @@ int main(void) {
         expect(t, "0 2048 rollback-origin 254:1\n");
         CHECK_R(table_origin(BACKEND_UPSTREAM, 2048, "254:1", &t));
         expect(t, "0 2048 snapshot-origin 254:1\n");
-        CHECK_R(table_snapshot(BACKEND_ROLLBACK, 2048, "254:1", "254:2", 8, &t));
+        CHECK_R(table_snapshot(BACKEND_ROLLBACK, 2048, "254:1", "254:2", 8, NULL, &t));
         expect(t, "0 2048 rollback-snap 254:1 254:2 P 8\n");
-        CHECK_R(table_snapshot(BACKEND_UPSTREAM, 2048, "254:1", "254:2", 16, &t));
+        CHECK_R(table_snapshot(BACKEND_UPSTREAM, 2048, "254:1", "254:2", 16, NULL, &t));
         expect(t, "0 2048 snapshot 254:1 254:2 P 16\n");
-        CHECK_R(table_merge(BACKEND_UPSTREAM, 2048, "254:1", "254:2", 8, &t));
+        CHECK_R(table_merge(BACKEND_UPSTREAM, 2048, "254:1", "254:2", 8, NULL, &t));
         expect(t, "0 2048 snapshot-merge 254:1 254:2 P 8\n");
-        CHECK_R(table_merge(BACKEND_ROLLBACK, 2048, "254:1", "254:2", 8, &t));
+        CHECK_R(table_merge(BACKEND_ROLLBACK, 2048, "254:1", "254:2", 8, NULL, &t));
         expect(t, "0 2048 rollback-merge 254:1 254:2 P 8\n");
+        /* Features: the rollback targets' only, counted in words. */
+        CHECK_R(table_snapshot(BACKEND_ROLLBACK, 2048, "254:1", "254:2", 8,
+                               &(struct cow_features) { .low_water_chunks = 77, .wait_ms = 60000 }, &t));
+        expect(t, "0 2048 rollback-snap 254:1 254:2 P 8 5 low_water_mark 77 no_space queue 60000\n");
+        CHECK_R(table_merge(BACKEND_ROLLBACK, 2048, "254:1", "254:2", 8,
+                            &(struct cow_features) { .low_water_chunks = 3 }, &t));
+        expect(t, "0 2048 rollback-merge 254:1 254:2 P 8 2 low_water_mark 3\n");
+        CHECK_R(table_snapshot(BACKEND_UPSTREAM, 2048, "254:1", "254:2", 8,
+                               &(struct cow_features) { .low_water_chunks = 77, .wait_ms = 60000 }, &t));
+        expect(t, "0 2048 snapshot 254:1 254:2 P 8\n");
         CHECK(table_origin(BACKEND_AUTO, 2048, "254:1", &t) == -EINVAL);
 
         CHECK(backend_of_target("snapshot-merge", &merge) == BACKEND_UPSTREAM && merge);

@@ -113,21 +113,25 @@ umount /mnt
 cmp -s /tmp/sums-pre /tmp/sums-now || fail "files differ from the snapshot"
 grep -q "Merged snapshot grow into vg0-root" /tmp/rollbackd.log || fail "the daemon did not report the merge"
 
-# Today a write that fills the COW between two polls beats autoextension:
-# the snapshot overflows and is invalid, the volume stays writable.  Issue
-# "A snapshot never fills up" will change this (and this check).  The daemon
-# is stopped during the write, so that it surely falls between two polls: at
-# full speed it does here, but not by a margin a test can count on.
-step "a write faster than the daemon's poll overflows the snapshot"
-must $ctl --no-daemon config autoextend_threshold=50
+# A full COW holds the writes that need it for full_wait_seconds; with no
+# daemon to grow it meanwhile, the snapshot is then invalid and the volume
+# stays writable.
+step "with the daemon stopped, writes wait full_wait_seconds, then the snapshot is invalid"
+must $ctl --no-daemon config autoextend_threshold=50 full_wait_seconds=2
 must mount /dev/mapper/vg0-root /mnt
 must $ctl snapshot --name fast --size 4M vg0-root
+dmsetup table rollback-fast | grep -q " 5 low_water_mark [0-9]* no_space queue 2000$" ||
+        fail "fast is not loaded with its features: $(dmsetup table rollback-fast)"
 daemon=$(pidof rollbackd) || fail "rollbackd is not running"
 must kill -STOP $daemon
+start=$(date +%s)
 dd if=/dev/zero of=/mnt/fast bs=1M count=16 conv=fsync 2>/dev/null
 sync
+took=$(( $(date +%s) - start ))
 status=$(snapshot_status rollback-fast)
 must kill -CONT $daemon
+echo "  the write took $took s"
+[ "$took" -ge 2 ] || fail "the write into a full COW did not wait (took $took s)"
 [ "$status" = Invalid ] || fail "a 16 MiB write did not overflow a 4 MiB COW: status '$status'"
 for i in $(seq 50); do
         grep -q "Snapshot fast of vg0-root became invalid" /tmp/rollbackd.log && break
@@ -156,6 +160,26 @@ done
 grep -q "Snapshot slow-poll of vg0-root became invalid" /tmp/rollbackd.log ||
         fail "the overflow of slow-poll was not reported within 10 s"
 must $ctl delete slow-poll
+
+# The COW's low-water mark wakes the daemon, and writes that find the COW
+# full wait for it to grow: a snapshot is never lost while the pool has room.
+step "a full-speed 24 MiB write into a 4 MiB COW, the poll 10 minutes away: extended, never invalid"
+must $ctl --no-daemon config autoextend_threshold=50 autoextend_percent=100 full_wait_seconds=60
+# Room on the 48 MiB filesystem for the write.
+rm -f /mnt/big* /mnt/fast /mnt/slow-poll
+sync
+tree_sums /mnt > /tmp/sums-burst
+must $ctl snapshot --name burst --size 4M vg0-root
+dd if=/dev/urandom of=/tmp/burst-data bs=1M count=24 2>/dev/null
+dd if=/tmp/burst-data of=/mnt/burst bs=1M conv=fsync 2>/dev/null || fail "the write failed"
+sync
+$ctl list
+[ "$(state burst)" = active ] || fail "burst is $(state burst) after a 24 MiB write: $(snapshot_status rollback-burst)"
+size=$($ctl --json list | json_field size_bytes)
+[ "$size" -gt 16777216 ] || fail "burst holds 24 MiB of old data in $size bytes?"
+snapshot_matches /dev/mapper/rollback-burst /tmp/sums-burst || fail "the grown snapshot lost data"
+cmp -s /tmp/burst-data /mnt/burst || fail "the write did not land whole"
+must $ctl delete burst
 umount /mnt
 cat /tmp/rollbackd.log
 pass

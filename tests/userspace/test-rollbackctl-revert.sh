@@ -25,7 +25,8 @@ tree_sums /mnt > /tmp/sums-pre
 
 step "init the pool on an LV, backend $backend"
 must $ctl init /dev/mapper/vg0-pool
-must $ctl config backend="$backend" chunk_sectors=8
+# No daemon grows COWs here: an overflow waits a second, then invalidates.
+must $ctl config backend="$backend" chunk_sectors=8 full_wait_seconds=1
 $ctl status
 tables_before=$(dmsetup table | sort)
 

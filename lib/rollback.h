@@ -78,6 +78,7 @@ struct rb_usage {
         uint64_t total;
         uint64_t metadata;
         uint64_t exceptions;      /* chunks copied (to merge, under a merge) */
+        uint64_t volume_sectors;  /* the size of the volume it is of (its device's) */
 };
 
 int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage *ret);

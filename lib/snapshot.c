@@ -348,7 +348,7 @@ int rb_snapshot_delete(struct pool *p, const char *name) {
 
 int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage *ret) {
         _cleanup_free_ char *dev = NULL, *status = NULL;
-        unsigned long long a, t, m;
+        unsigned long long a, t, m, len;
         const char *params;
         struct rbdm_info info;
         char word[16];
@@ -373,8 +373,9 @@ int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage 
         /* A suspended merge does not move, in either implementation. */
         ret->stopped = info.suspended;
         /* "start len target <status>" */
-        if (sscanf(status, "%*u %*u %*s %n", &skip) < 0 || skip == 0)
+        if (sscanf(status, "%*u %llu %*s %n", &len, &skip) < 1 || skip == 0)
                 return -EIO;
+        ret->volume_sectors = len;
         params = status + skip;
         if (sscanf(params, "%llu/%llu %llu", &a, &t, &m) == 3) {
                 ret->allocated = a;

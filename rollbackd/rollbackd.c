@@ -24,11 +24,23 @@
 static uint64_t arg_interval_usec = 2 * 1000000;
 static const char *arg_pool;
 
+/* A growth lasts this long at the write rate seen: the mark is not crossed again before it is done. */
+#define GROWTH_HORIZON_SEC 5
+#define FILL_SAMPLES 64
+
+/* What a snapshot's COW held when last looked at, for its write rate. */
+struct fill_sample {
+        char id[33];
+        uint64_t allocated;     /* sectors */
+        uint64_t usec;          /* CLOCK_MONOTONIC */
+};
+
 struct daemon {
         sd_bus *bus;
         sd_event *event;
         bool pool_warned;
         unsigned foreign_warned;        /* other devices with the magic, last warned about */
+        struct fill_sample samples[FILL_SAMPLES];
 };
 
 static int check_root(sd_bus_message *m, sd_bus_error *error) {
@@ -215,7 +227,44 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_END
 };
 
-/* Extends every snapshot over the threshold by autoextend_percent of its size. */
+/* Sectors a second written into s's COW since it was last looked at (0 the first time). */
+static uint64_t fill_rate(struct daemon *d, const struct snapshot *s, uint64_t allocated) {
+        uint64_t now = now_usec(CLOCK_MONOTONIC), rate = 0;
+        struct fill_sample *slot = NULL, *oldest = &d->samples[0];
+
+        for (size_t i = 0; i < FILL_SAMPLES && !slot; i++) {
+                if (strcmp(d->samples[i].id, s->id) == 0)
+                        slot = &d->samples[i];
+                else if (d->samples[i].usec < oldest->usec)
+                        oldest = &d->samples[i];
+        }
+        if (slot && now > slot->usec && allocated > slot->allocated)
+                rate = (allocated - slot->allocated) * 1000000 / (now - slot->usec);
+        if (!slot) {
+                slot = oldest;
+                snprintf(slot->id, sizeof(slot->id), "%s", s->id);
+        }
+        slot->allocated = allocated;
+        slot->usec = now;
+        return rate;
+}
+
+/* Extents of a COW that holds the whole volume: header, chunks, their metadata (16 bytes each). */
+static uint64_t whole_volume_extents(const struct pool *p, const struct snapshot *s, uint64_t volume_sectors) {
+        uint64_t chunks = (volume_sectors + s->chunk_sectors - 1) / s->chunk_sectors;
+        uint64_t per_metadata_chunk = s->chunk_sectors * 512 / 16;
+        uint64_t sectors = (2 + chunks + chunks / per_metadata_chunk) * s->chunk_sectors;
+
+        return (sectors + p->geo.extent_sectors - 1) / p->geo.extent_sectors;
+}
+
+/*
+ * Extends every snapshot over the threshold by autoextend_percent of its
+ * size, or by what GROWTH_HORIZON_SEC of writes at the rate seen need, if
+ * more: a burst's rate is not a forecast, so that is capped at half the
+ * free extents and at what a copy of the whole volume needs (its chunks
+ * and their metadata, 16 bytes each).
+ */
 static void autoextend(struct daemon *d, struct pool *p) {
         const struct pool_settings *set = &p->meta.settings;
 
@@ -225,15 +274,26 @@ static void autoextend(struct daemon *d, struct pool *p) {
                 struct snapshot *s = &p->meta.snapshots[i];
                 _cleanup_free_ char *name = NULL;
                 struct rb_usage u;
-                uint64_t extents, add, free_extents;
+                uint64_t extents, add, by_rate, whole, free_extents, rate;
                 int r;
 
                 if (s->state != SNAPSHOT_ACTIVE || rb_snapshot_usage(p, s, &u) < 0 || !u.present || u.invalid ||
-                    u.total == 0 || u.allocated * 100 < u.total * set->autoextend_threshold)
+                    u.total == 0)
+                        continue;
+                rate = fill_rate(d, s, u.allocated);
+                if (u.allocated * 100 < u.total * set->autoextend_threshold)
                         continue;
                 extents = snapshot_extent_count(s);
                 free_extents = pool_free_extents(p);
                 add = (extents * set->autoextend_percent + 99) / 100;
+                by_rate = (rate * GROWTH_HORIZON_SEC + p->geo.extent_sectors - 1) / p->geo.extent_sectors;
+                whole = whole_volume_extents(p, s, u.volume_sectors);
+                if (by_rate > free_extents / 2)
+                        by_rate = free_extents / 2;
+                if (by_rate > whole - (extents < whole ? extents : whole))
+                        by_rate = whole - (extents < whole ? extents : whole);
+                if (by_rate > add)
+                        add = by_rate;
                 if (add == 0)
                         add = 1;
                 if (add > free_extents)
@@ -252,8 +312,9 @@ static void autoextend(struct daemon *d, struct pool *p) {
                         continue;
                 }
                 s = pool_find_snapshot(p, name);
-                log_info("Extended snapshot %s by %" PRIu64 " extent(s) to %" PRIu64 " (it was %" PRIu64 "%% full).",
-                         name, add, snapshot_extent_count(s), u.allocated * 100 / u.total);
+                log_info("Extended snapshot %s by %" PRIu64 " extent(s) to %" PRIu64 " (it was %" PRIu64 "%% full, "
+                         "written at %.1f MiB/s).", name, add, snapshot_extent_count(s), u.allocated * 100 / u.total,
+                         rate / 2048.0);
                 (void) sd_bus_emit_signal(d->bus, RB_BUS_PATH, RB_BUS_INTERFACE, "SnapshotExtended", "st", name,
                                           snapshot_extent_count(s) * p->geo.extent_sectors * 512);
         }

@@ -164,7 +164,8 @@ must $ctl delete slow-poll
 # The COW's low-water mark wakes the daemon, and writes that find the COW
 # full wait for it to grow: a snapshot is never lost while the pool has room.
 step "a full-speed 24 MiB write into a 4 MiB COW, the poll 10 minutes away: extended, never invalid"
-must $ctl --no-daemon config autoextend_threshold=50 autoextend_percent=100 full_wait_seconds=60
+# 20% of up to 10 extents is at most 2: a bigger step comes from the write rate.
+must $ctl --no-daemon config autoextend_threshold=50 autoextend_percent=20 full_wait_seconds=60
 # Room on the 48 MiB filesystem for the write.
 rm -f /mnt/big* /mnt/fast /mnt/slow-poll
 sync
@@ -179,6 +180,9 @@ size=$($ctl --json list | json_field size_bytes)
 [ "$size" -gt 16777216 ] || fail "burst holds 24 MiB of old data in $size bytes?"
 snapshot_matches /dev/mapper/rollback-burst /tmp/sums-burst || fail "the grown snapshot lost data"
 cmp -s /tmp/burst-data /mnt/burst || fail "the write did not land whole"
+grep "Extended snapshot burst" /tmp/rollbackd.log
+grep -q "Extended snapshot burst by \([3-9]\|[1-9][0-9]\+\) extent" /tmp/rollbackd.log ||
+        fail "burst grew by autoextend_percent alone, not by its write rate"
 must $ctl delete burst
 umount /mnt
 cat /tmp/rollbackd.log

@@ -83,6 +83,15 @@ struct rb_usage {
 
 int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage *ret);
 
+/*
+ * A COW grows by what RB_GROWTH_HORIZON_SEC of writes at the rate seen need, when more than autoextend_percent:
+ * the mark is not crossed again before the growth is done.
+ */
+#define RB_GROWTH_HORIZON_SEC 5
+/* Whether s is past autoextend_threshold (and may grow); by how many extents (0: the pool is full), rate in sectors/s. */
+bool rb_autoextend_due(const struct pool *p, const struct snapshot *s, const struct rb_usage *u);
+uint64_t rb_autoextend_step(const struct pool *p, const struct snapshot *s, const struct rb_usage *u, uint64_t rate);
+
 enum merge_state {
         MERGE_NONE,
         MERGE_RUNNING,

@@ -240,6 +240,7 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
 
         if (p->devnum == 0)
                 return -ENOTBLK;
+        make_room_before_suspend(p, volume, NULL);
         r = create_name(p, c, &name);
         if (r < 0)
                 return r;
@@ -296,6 +297,10 @@ int rb_snapshot_delete(struct pool *p, const char *name) {
         volume = strdup(s->volume);
         if (!volume)
                 return -ENOMEM;
+        make_room_before_suspend(p, volume, name);
+        s = pool_find_snapshot(p, name);
+        if (!s)
+                return -ENOENT;
         r = name_snapshot(s, &snap_name);
         if (r < 0)
                 return r;

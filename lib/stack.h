@@ -37,5 +37,7 @@ int resume_deferred_step(void *userdata);
 int remove_snapshot_device(const char *volume, bool suspend, const char *snap_name);
 int disarm(const char *volume, const struct stack *st);
 void remove_stale_stack(struct pool *p, const char *volume, const struct stack *st);
+/* autoextend.c */
+void make_room_before_suspend(struct pool *p, const char *volume, const char *except);
 /* refresh.c */
 unsigned invalidate_volume_snapshots(struct pool *p, const char *volume);

@@ -24,8 +24,6 @@
 static uint64_t arg_interval_usec = 2 * 1000000;
 static const char *arg_pool;
 
-/* A growth lasts this long at the write rate seen: the mark is not crossed again before it is done. */
-#define GROWTH_HORIZON_SEC 5
 #define FILL_SAMPLES 64
 
 /* What a snapshot's COW held when last looked at, for its write rate. */
@@ -249,55 +247,28 @@ static uint64_t fill_rate(struct daemon *d, const struct snapshot *s, uint64_t a
         return rate;
 }
 
-/* Extents of a COW that holds the whole volume: header, chunks, their metadata (16 bytes each). */
-static uint64_t whole_volume_extents(const struct pool *p, const struct snapshot *s, uint64_t volume_sectors) {
-        uint64_t chunks = (volume_sectors + s->chunk_sectors - 1) / s->chunk_sectors;
-        uint64_t per_metadata_chunk = s->chunk_sectors * 512 / 16;
-        uint64_t sectors = (2 + chunks + chunks / per_metadata_chunk) * s->chunk_sectors;
-
-        return (sectors + p->geo.extent_sectors - 1) / p->geo.extent_sectors;
-}
-
 /*
- * Extends every snapshot over the threshold by autoextend_percent of its
- * size, or by what GROWTH_HORIZON_SEC of writes at the rate seen need, if
- * more: a burst's rate is not a forecast, so that is capped at half the
- * free extents and at what a copy of the whole volume needs (its chunks
- * and their metadata, 16 bytes each).
+ * Extends every snapshot over the threshold by rb_autoextend_step(): by
+ * autoextend_percent of its size, or by what the writes at the rate seen
+ * since the last look need, if more.
  */
 static void autoextend(struct daemon *d, struct pool *p) {
-        const struct pool_settings *set = &p->meta.settings;
-
-        if (!pool_autoextend_enabled(set))
+        if (!pool_autoextend_enabled(&p->meta.settings))
                 return;
         for (size_t i = 0; i < p->meta.n_snapshots; i++) {
                 struct snapshot *s = &p->meta.snapshots[i];
                 _cleanup_free_ char *name = NULL;
                 struct rb_usage u;
-                uint64_t extents, add, by_rate, whole, free_extents, rate;
+                uint64_t add, rate;
                 int r;
 
                 if (s->state != SNAPSHOT_ACTIVE || rb_snapshot_usage(p, s, &u) < 0 || !u.present || u.invalid ||
                     u.total == 0)
                         continue;
                 rate = fill_rate(d, s, u.allocated);
-                if (u.allocated * 100 < u.total * set->autoextend_threshold)
+                if (!rb_autoextend_due(p, s, &u))
                         continue;
-                extents = snapshot_extent_count(s);
-                free_extents = pool_free_extents(p);
-                add = (extents * set->autoextend_percent + 99) / 100;
-                by_rate = (rate * GROWTH_HORIZON_SEC + p->geo.extent_sectors - 1) / p->geo.extent_sectors;
-                whole = whole_volume_extents(p, s, u.volume_sectors);
-                if (by_rate > free_extents / 2)
-                        by_rate = free_extents / 2;
-                if (by_rate > whole - (extents < whole ? extents : whole))
-                        by_rate = whole - (extents < whole ? extents : whole);
-                if (by_rate > add)
-                        add = by_rate;
-                if (add == 0)
-                        add = 1;
-                if (add > free_extents)
-                        add = free_extents;
+                add = rb_autoextend_step(p, s, &u, rate);
                 if (add == 0) {
                         log_warning("Snapshot %s is %" PRIu64 "%% full and the pool has no free extents left: "
                                     "it will become invalid when full.", s->name, u.allocated * 100 / u.total);

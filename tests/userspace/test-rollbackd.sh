@@ -184,6 +184,37 @@ grep "Extended snapshot burst" /tmp/rollbackd.log
 grep -q "Extended snapshot burst by \([3-9]\|[1-9][0-9]\+\) extent" /tmp/rollbackd.log ||
         fail "burst grew by autoextend_percent alone, not by its write rate"
 must $ctl delete burst
+
+# A suspend of the volume ends the waits for a full COW (the kernel then
+# invalidates: a suspend must end in bounded time), so a snapshot taken
+# while writes wait grows the full ones first.
+step "a snapshot taken while writes wait for a full COW: that COW grows first and stays valid"
+rm -f /mnt/burst
+sync
+tree_sums /mnt > /tmp/sums-held
+must $ctl snapshot --name held --size 4M vg0-root
+daemon=$(pidof rollbackd) || fail "rollbackd is not running"
+must kill -STOP $daemon
+dd if=/dev/urandom of=/mnt/held bs=1M count=8 oflag=direct 2>/dev/null &
+writer=$!
+# Waiting: the writer is still there and the COW no longer fills.
+was=
+for i in $(seq 60); do
+        sleep 0.5
+        now=$(snapshot_status rollback-held)
+        [ "$now" = "$was" ] && kill -0 $writer 2>/dev/null && break
+        was=$now
+done
+echo "  held is $now, the writer waiting"
+kill -0 $writer 2>/dev/null || fail "an 8 MiB write into a 4 MiB COW did not wait"
+must $ctl --no-daemon snapshot --name second vg0-root
+[ "$(snapshot_status rollback-held)" = Invalid ] && fail "the suspend of the volume invalidated held"
+must kill -CONT $daemon
+wait $writer || fail "the write into held failed"
+[ "$(state held)" = active ] || fail "held is $(state held): $(snapshot_status rollback-held)"
+snapshot_matches /dev/mapper/rollback-held /tmp/sums-held || fail "held lost data"
+must $ctl delete second
+must $ctl delete held
 umount /mnt
 cat /tmp/rollbackd.log
 pass

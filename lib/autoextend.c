@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * How much a COW past autoextend_threshold grows: the policy rollbackd
+ * follows when a COW fills, and the library before it suspends a volume.
+ */
+#include <string.h>
+
+#include "rollback.h"
+#include "stack.h"
+
+/* Extents of a COW that holds the whole volume: header, chunks, their metadata (16 bytes each). */
+static uint64_t whole_volume_extents(const struct pool *p, const struct snapshot *s, uint64_t volume_sectors) {
+        uint64_t chunks = (volume_sectors + s->chunk_sectors - 1) / s->chunk_sectors;
+        uint64_t per_metadata_chunk = s->chunk_sectors * 512 / 16;
+        uint64_t sectors = (2 + chunks + chunks / per_metadata_chunk) * s->chunk_sectors;
+
+        return (sectors + p->geo.extent_sectors - 1) / p->geo.extent_sectors;
+}
+
+uint64_t rb_autoextend_step(const struct pool *p, const struct snapshot *s, const struct rb_usage *u,
+                            uint64_t rate) {
+        const struct pool_settings *set = &p->meta.settings;
+        uint64_t extents = snapshot_extent_count(s), free_extents = pool_free_extents(p);
+        uint64_t add = (extents * set->autoextend_percent + 99) / 100;
+        uint64_t by_rate = (rate * RB_GROWTH_HORIZON_SEC + p->geo.extent_sectors - 1) / p->geo.extent_sectors;
+        uint64_t whole = whole_volume_extents(p, s, u->volume_sectors);
+        uint64_t room = whole > extents ? whole - extents : 0;
+
+        if (by_rate > free_extents / 2)
+                by_rate = free_extents / 2;
+        if (by_rate > room)
+                by_rate = room;
+        if (by_rate > add)
+                add = by_rate;
+        if (add == 0)
+                add = 1;
+        return add < free_extents ? add : free_extents;
+}
+
+bool rb_autoextend_due(const struct pool *p, const struct snapshot *s, const struct rb_usage *u) {
+        return pool_autoextend_enabled(&p->meta.settings) && s->state == SNAPSHOT_ACTIVE && u->present &&
+               !u->invalid && u->total > 0 &&
+               u->allocated * 100 >= u->total * p->meta.settings.autoextend_threshold;
+}
+
+/*
+ * Before a suspend of volume (but for the snapshot named except): a suspend ends the waits of writes for a
+ * full COW (the kernel invalidates instead, as a suspend must end in
+ * bounded time), so each of its snapshots past the threshold grows first,
+ * by one step.  Best effort: what cannot grow is left as it is.
+ */
+void make_room_before_suspend(struct pool *p, const char *volume, const char *except) {
+        /* p->meta.snapshots is read again each time: a failed extension reloads the pool. */
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                const struct snapshot *s = &p->meta.snapshots[i];
+                struct rb_usage u;
+                uint64_t add;
+
+                if (strcmp(s->volume, volume) != 0 || (except && strcmp(s->name, except) == 0) ||
+                    rb_snapshot_usage(p, s, &u) < 0 || !rb_autoextend_due(p, s, &u))
+                        continue;
+                add = rb_autoextend_step(p, s, &u, 0);
+                if (add > 0)
+                        (void) rb_snapshot_extend(p, s->name, add);
+        }
+}

@@ -546,10 +546,12 @@ static int wait_for_space(struct dmrb_snapshot *s, struct bio *bio, bool full)
 		return -ENOSPC;
 	}
 	if (!s->nospace_waiting) {
+		unsigned long wait = max(msecs_to_jiffies(s->no_space_timeout_ms), 1UL);
+
 		s->nospace_waiting = true;
-		s->nospace_deadline = jiffies +
-			max(msecs_to_jiffies(s->no_space_timeout_ms), 1UL);
-		queue_delayed_work(dmrb_wq, &s->nospace_work, DMRB_NOSPACE_POLL);
+		s->nospace_deadline = jiffies + wait;
+		queue_delayed_work(dmrb_wq, &s->nospace_work,
+				   min_t(unsigned long, DMRB_NOSPACE_POLL, wait));
 	}
 	if (bio)
 		bio_list_add(&s->nospace_bios, bio);
@@ -570,8 +572,13 @@ struct dmrb_pending *dmrb_new_pending(struct dmrb_snapshot *s, dmrb_chunk_t chun
 	dmrb_chunk_t new_chunk;
 	int r;
 
-	/* Behind the writes that wait, in order, unless waiting has ended. */
-	if (s->nospace_waiting && may_wait(s)) {
+	/*
+	 * Behind the writes that wait, unless waiting has ended: past the
+	 * deadline the COW may have grown, and only a failed allocation
+	 * invalidates.
+	 */
+	if (s->nospace_waiting && may_wait(s) &&
+	    time_before(jiffies, s->nospace_deadline)) {
 		r = wait_for_space(s, bio, false);
 		return ERR_PTR(r);
 	}

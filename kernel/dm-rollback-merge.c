@@ -20,6 +20,9 @@
 
 #define DM_MSG_PREFIX "rollback"
 
+/* The longest pause between two looks at the other snapshots' copies. */
+#define DMRB_MERGE_WAIT_MAX_US	20000UL
+
 static bool chunk_in_batch(struct dmrb_merge *m, dmrb_chunk_t chunk)
 {
 	unsigned int i;
@@ -130,6 +133,7 @@ static bool others_have_copied(struct dmrb_snapshot *s, sector_t sector,
 static void wait_for_others(struct dmrb_snapshot *s, dmrb_chunk_t chunk)
 {
 	sector_t sector = chunk << s->store.chunk_shift;
+	unsigned long delay_us = 100;
 	bool done;
 
 	for (;;) {
@@ -140,7 +144,9 @@ static void wait_for_others(struct dmrb_snapshot *s, dmrb_chunk_t chunk)
 		up_read(&dmrb_origins_lock);
 		if (done)
 			return;
-		usleep_range(100, 200);
+		/* A copy takes a moment; a full COW may take its whole timeout. */
+		usleep_range(delay_us, 2 * delay_us);
+		delay_us = min(2 * delay_us, DMRB_MERGE_WAIT_MAX_US);
 	}
 }
 
@@ -441,12 +447,22 @@ bad_snapshot:
 	return r;
 }
 
+/* As an origin's: its other snapshots stop waiting for full COWs meanwhile. */
+static void merge_set_suspending(struct dmrb_snapshot *s, bool suspending)
+{
+	s->merge->suspending = suspending;
+	dmrb_origin_suspending(s->origin_dev->bdev->bd_dev, suspending);
+}
+
 static void merge_dtr(struct dm_target *ti)
 {
 	struct dmrb_snapshot *s = ti->private;
 	struct dmrb_merge *m = s->merge;
 
 	merge_stop(m);
+	/* Removed while suspended: the other snapshots may wait again. */
+	if (m->suspending)
+		merge_set_suspending(s, false);
 	dmrb_snapshot_dtr(ti);
 	kfree(m);
 }
@@ -581,7 +597,7 @@ static void merge_resume(struct dm_target *ti)
 	 */
 	if (!READ_ONCE(s->valid))
 		DMERR("%s: Cannot merge an invalid snapshot", s->cow_dev->name);
-	dmrb_origin_suspending(s->origin_dev->bdev->bd_dev, false);
+	merge_set_suspending(s, false);
 	merge_start(s->merge);
 }
 
@@ -594,7 +610,7 @@ static void merge_presuspend(struct dm_target *ti)
 {
 	struct dmrb_snapshot *s = ti->private;
 
-	dmrb_origin_suspending(s->origin_dev->bdev->bd_dev, true);
+	merge_set_suspending(s, true);
 	merge_stop(s->merge);
 }
 
@@ -603,7 +619,7 @@ static void merge_presuspend_undo(struct dm_target *ti)
 {
 	struct dmrb_snapshot *s = ti->private;
 
-	dmrb_origin_suspending(s->origin_dev->bdev->bd_dev, false);
+	merge_set_suspending(s, false);
 	merge_start(s->merge);
 }
 
@@ -661,7 +677,7 @@ static int merge_message(struct dm_target *ti, unsigned int argc, char **argv,
 
 struct target_type dmrb_merge_target = {
 	.name = "rollback-merge",
-	.version = {1, 4, 0},
+	.version = {1, 4, 1},
 	.module = THIS_MODULE,
 	.ctr = merge_ctr,
 	.dtr = merge_dtr,

@@ -493,7 +493,18 @@ int dmrb_snapshot_iterate_devices(struct dm_target *ti,
 
 struct dmrb_origin_ctx {
 	struct dm_dev *dev;
+	bool suspending;	/* presuspend until resume */
 };
+
+/*
+ * The origin's snapshots stop waiting for full COWs while it is being
+ * suspended (see may_wait() in dm-rollback-core.c).
+ */
+static void origin_set_suspending(struct dmrb_origin_ctx *oc, bool suspending)
+{
+	oc->suspending = suspending;
+	dmrb_origin_suspending(oc->dev->bdev->bd_dev, suspending);
+}
 
 /*
  * Construct an origin:
@@ -536,6 +547,9 @@ static void origin_dtr(struct dm_target *ti)
 {
 	struct dmrb_origin_ctx *oc = ti->private;
 
+	/* Removed while suspended: the snapshots may wait again. */
+	if (oc->suspending)
+		origin_set_suspending(oc, false);
 	dm_put_device(ti, oc->dev);
 	kfree(oc);
 }
@@ -569,29 +583,19 @@ static int origin_map(struct dm_target *ti, struct bio *bio)
 	return r;
 }
 
-/*
- * A suspend of the origin ends the waits for full COWs of its snapshots
- * until it resumes (see may_wait() in dm-rollback-core.c).
- */
 static void origin_presuspend(struct dm_target *ti)
 {
-	struct dmrb_origin_ctx *oc = ti->private;
-
-	dmrb_origin_suspending(oc->dev->bdev->bd_dev, true);
+	origin_set_suspending(ti->private, true);
 }
 
 static void origin_presuspend_undo(struct dm_target *ti)
 {
-	struct dmrb_origin_ctx *oc = ti->private;
-
-	dmrb_origin_suspending(oc->dev->bdev->bd_dev, false);
+	origin_set_suspending(ti->private, false);
 }
 
 static void origin_resume(struct dm_target *ti)
 {
-	struct dmrb_origin_ctx *oc = ti->private;
-
-	dmrb_origin_suspending(oc->dev->bdev->bd_dev, false);
+	origin_set_suspending(ti->private, false);
 }
 
 static void origin_status(struct dm_target *ti, status_type_t type,
@@ -625,7 +629,7 @@ static int origin_iterate_devices(struct dm_target *ti,
 
 struct target_type dmrb_origin_target = {
 	.name = "rollback-origin",
-	.version = {1, 3, 0},
+	.version = {1, 3, 1},
 	.module = THIS_MODULE,
 	.ctr = origin_ctr,
 	.dtr = origin_dtr,
@@ -639,7 +643,7 @@ struct target_type dmrb_origin_target = {
 
 struct target_type dmrb_snapshot_target = {
 	.name = "rollback-snap",
-	.version = {1, 3, 0},
+	.version = {1, 3, 1},
 	.module = THIS_MODULE,
 	.ctr = snap_ctr,
 	.dtr = dmrb_snapshot_dtr,

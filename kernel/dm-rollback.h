@@ -235,6 +235,7 @@ struct dmrb_merge {
 	enum dmrb_merge_state state;
 	bool stop;
 	bool running;
+	bool suspending;	/* presuspend until resume */
 	wait_queue_head_t wait;
 	struct work_struct work;
 	struct dmrb_merge_entry batch[DMRB_MERGE_BATCH];	/* being merged now */

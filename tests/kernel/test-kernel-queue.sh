@@ -244,6 +244,26 @@ wait $writer || fail "origin writes failed"
 must rbio cmp /dev/mapper/o /tmp/model-o
 no_splat "removal"
 
+step "an origin removed while suspended: writes through a new one wait again"
+setup 2048 "3 no_space queue 60000"
+must dmsetup suspend o
+must dmsetup remove o
+must dmsetup create o --table "0 $size rollback-origin /dev/mapper/o-real"
+rbio write /dev/mapper/o /tmp/model-o --seed 11 --count 200 --bs 65536 --span $span --direct &
+writer=$!
+wait_full
+sleep 1
+st=$(snapshot_status s)
+[ "$st" = Invalid ] && fail "a full COW invalidated at once: the removed origin's suspend still counted"
+grow_cw $cowdisk
+wait $writer || fail "origin writes failed"
+st=$(snapshot_status s)
+echo "status: $st"
+case $st in Invalid*) fail "the snapshot was invalidated" ;; esac
+must rbio cmp /dev/mapper/o /tmp/model-o
+must rbio cmp /dev/mapper/s /tmp/model-snap
+no_splat "removed while suspended"
+
 step "a merge keeps a snapshot whose COW waits to grow"
 setup 2048 ""
 must dmsetup remove s

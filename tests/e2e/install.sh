@@ -13,6 +13,8 @@ must e2fsck -fy /dev/mapper/vg0-root > /dev/null
 must resize2fs /dev/mapper/vg0-root 2>/dev/null
 step "the rollback pool"
 must rollbackctl --no-daemon init /dev/mapper/vg0-pool
-must rollbackctl --no-daemon config snapshot_percent=10
+# A deliberately small first COW (14 MiB): the upgrade's writes outgrow it,
+# and rollbackd must grow it while writes wait rather than lose it.
+must rollbackctl --no-daemon config snapshot_percent=1
 lvm lvs
 pass

@@ -3,8 +3,10 @@
  * How much a COW past autoextend_threshold grows: the policy rollbackd
  * follows when a COW fills, and the library before it suspends a volume.
  */
+#include <stdlib.h>
 #include <string.h>
 
+#include "macro.h"
 #include "rollback.h"
 #include "stack.h"
 
@@ -60,6 +62,46 @@ void make_room_before_suspend(struct pool *p, const char *volume, const char *ex
                     rb_snapshot_usage(p, s, &u) < 0 || !rb_autoextend_due(p, s, &u))
                         continue;
                 add = rb_autoextend_step(p, s, &u, 0);
+                if (add > 0)
+                        (void) rb_snapshot_extend(p, s->name, add);
+        }
+}
+
+/*
+ * A merge of the snapshot named merging writes each of its chunks into the
+ * volume, and every other snapshot of the volume copies what that
+ * overwrites.  The merge may run at boot, before rollbackd can grow
+ * anything: before a revert, each other snapshot grows to hold that many
+ * more chunks and their metadata (16 bytes each).  Best effort, as above.
+ */
+void make_room_for_merge(struct pool *p, const char *merging) {
+        const struct snapshot *m = pool_find_snapshot(p, merging);
+        _cleanup_free_ char *volume = NULL;
+        struct rb_usage mu;
+        uint64_t sectors;
+
+        if (!m || rb_snapshot_usage(p, m, &mu) < 0 || !mu.present || mu.invalid)
+                return;
+        sectors = mu.exceptions * m->chunk_sectors;
+        volume = strdup(m->volume);
+        if (!volume)
+                return;
+        for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                const struct snapshot *s = &p->meta.snapshots[i];
+                uint64_t chunks, need, free_sectors, add;
+                struct rb_usage u;
+
+                if (strcmp(s->volume, volume) != 0 || strcmp(s->name, merging) == 0 ||
+                    s->state != SNAPSHOT_ACTIVE || rb_snapshot_usage(p, s, &u) < 0 || !u.present || u.invalid)
+                        continue;
+                chunks = (sectors + s->chunk_sectors - 1) / s->chunk_sectors;
+                need = (chunks + chunks / (s->chunk_sectors * 512 / 16) + 1) * s->chunk_sectors;
+                free_sectors = u.total > u.allocated ? u.total - u.allocated : 0;
+                if (free_sectors >= need)
+                        continue;
+                add = (need - free_sectors + p->geo.extent_sectors - 1) / p->geo.extent_sectors;
+                if (add > pool_free_extents(p))
+                        add = pool_free_extents(p);
                 if (add > 0)
                         (void) rb_snapshot_extend(p, s->name, add);
         }

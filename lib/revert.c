@@ -146,6 +146,10 @@ int rb_revert(struct pool *p, const char *name, bool now) {
                 (void) pool_commit(p);
                 return -ESTALE;
         }
+        make_room_for_merge(p, name);
+        s = pool_find_snapshot(p, name);
+        if (!s)
+                return -ENOENT;
         v = pool_find_volume(p, s->volume);
         if (!v)
                 return -EBADMSG;

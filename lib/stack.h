@@ -39,5 +39,6 @@ int disarm(const char *volume, const struct stack *st);
 void remove_stale_stack(struct pool *p, const char *volume, const struct stack *st);
 /* autoextend.c */
 void make_room_before_suspend(struct pool *p, const char *volume, const char *except);
+void make_room_for_merge(struct pool *p, const char *merging);
 /* refresh.c */
 unsigned invalidate_volume_snapshots(struct pool *p, const char *volume);

@@ -109,6 +109,24 @@ expect_rc 6 $ctl revert small
 grep -q " /mnt " /proc/mounts || fail "the filesystem went away"
 echo still-writable > /mnt/after-overflow || fail "the volume is not writable after the overflow"
 must $ctl delete small
+
+# Its merge may run at boot, before any daemon can grow a COW: the other
+# snapshots of the volume must already hold what it will write.
+step "a revert grows the other snapshots to hold what its merge will write"
+rm -f /mnt/big
+must $ctl snapshot --name base --size 32M vg0-root
+dd if=/dev/urandom of=/mnt/big bs=1M count=12 conv=fsync 2>/dev/null
+sync
+must $ctl snapshot --name later --size 4M vg0-root
+must $ctl revert base
+$ctl list
+used=$($ctl --json list | json_field used_bytes | sed -n 1p)
+size=$($ctl --json list | json_field size_bytes | sed -n 2p)
+echo "  base has $used bytes to merge, later holds $size"
+[ "$size" -gt "$used" ] || fail "later ($size bytes) cannot hold the $used bytes the merge of base writes"
+must $ctl cancel-revert vg0-root
+must $ctl delete later
+must $ctl delete base
 umount /mnt
 [ "$1" = fallback ] && grep -q "^dm_rollback " /proc/modules && fail "dm-rollback got loaded after all"
 pass

@@ -61,13 +61,13 @@ make_origin() {
         must dmsetup create "$2" --table "0 $size $(origin_target "$1") /dev/mapper/$2-real"
 }
 
-# make_snapshot IMPL ORIGIN SNAP COWDEV CHUNK [STORE]: as LVM does it, with
-# the origin suspended while the snapshot becomes active.
+# make_snapshot IMPL ORIGIN SNAP COWDEV CHUNK [STORE [FEATURES]]: as LVM does
+# it, with the origin suspended while the snapshot becomes active.
 make_snapshot() {
         local size
         size=$(sectors "/dev/mapper/$2-real")
         must dmsetup suspend "$2"
-        if ! dmsetup create "$3" --table "0 $size $(snapshot_target "$1") /dev/mapper/$2-real $4 ${6:-P} $5"; then
+        if ! dmsetup create "$3" --table "0 $size $(snapshot_target "$1") /dev/mapper/$2-real $4 ${6:-P} $5${7:+ $7}"; then
                 dmsetup resume "$2"
                 return 1
         fi

@@ -265,6 +265,9 @@ int rb_volume_resolve(const char *arg, char **ret_name) {
                         if (r < 0)
                                 return r;
                 }
+                /* tmpfs, overlayfs, a btrfs subvolume: a filesystem on no block device. */
+                if (major(devnum) == 0)
+                        return -ENOTBLK;
                 r = rbdm_name_from_devnum(devnum, &name);
                 if (r < 0) {
                         /* Not a dm device: say which one it is. */

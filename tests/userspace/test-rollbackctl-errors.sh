@@ -36,6 +36,10 @@ before=$(snapshot_state)
 step "wrong arguments change nothing"
 expect_rc 3 $ctl snapshot vg0-nothing
 expect_rc 1 $ctl snapshot /dev/vda
+# The guest's / is the initramfs, on no block device (0:N), as tmpfs,
+# overlayfs or a btrfs subvolume are: once "Input/output error".
+expect_rc 1 $ctl snapshot
+grep -q "not a device-mapper volume" /tmp/err || fail "a root on no block device: $(cat /tmp/err)"
 expect_rc 1 $ctl snapshot rollback-keep
 expect_rc 1 $ctl snapshot --name keep vg0-root
 expect_rc 2 $ctl snapshot --name x-real vg0-root

@@ -3,6 +3,7 @@
  * How much a COW past autoextend_threshold grows: the policy rollbackd
  * follows when a COW fills, and the library before it suspends a volume.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,12 +12,47 @@
 #include "stack.h"
 
 /* Extents of a COW that holds the whole volume: header, chunks, their metadata (16 bytes each). */
-static uint64_t whole_volume_extents(const struct pool *p, const struct snapshot *s, uint64_t volume_sectors) {
-        uint64_t chunks = (volume_sectors + s->chunk_sectors - 1) / s->chunk_sectors;
-        uint64_t per_metadata_chunk = s->chunk_sectors * 512 / 16;
-        uint64_t sectors = (2 + chunks + chunks / per_metadata_chunk) * s->chunk_sectors;
+static uint64_t whole_volume_extents(const struct pool *p, uint64_t chunk_sectors, uint64_t volume_sectors) {
+        uint64_t chunks = (volume_sectors + chunk_sectors - 1) / chunk_sectors;
+        uint64_t per_metadata_chunk = chunk_sectors * 512 / 16;
+        uint64_t sectors = (2 + chunks + chunks / per_metadata_chunk) * chunk_sectors;
 
         return (sectors + p->geo.extent_sectors - 1) / p->geo.extent_sectors;
+}
+
+static uint64_t bytes_to_extents(const struct pool *p, uint64_t bytes) {
+        uint64_t extent_bytes = p->geo.extent_sectors * 512;
+
+        return (bytes + extent_bytes - 1) / extent_bytes;
+}
+
+/*
+ * The COW a new snapshot starts with: the size asked for, or
+ * snapshot_percent of the volume.  Given what the change is expected to
+ * write (a package manager's sum of installed sizes), at least that and
+ * half again plus RB_EXPECTED_WRITES_SLACK (the files unpacked beside the
+ * old ones, the journal, an initramfs rebuilt), but never more than a copy
+ * of the whole volume.  -ENOSPC when the pool cannot hold that: better
+ * said before the change starts than found when the snapshot overflows.
+ */
+int rb_initial_cow_extents(const struct pool *p, uint64_t volume_sectors, const struct rb_create *c,
+                           uint64_t *ret) {
+        uint64_t asked = c->size ?: volume_sectors * 512 / 100 * p->meta.settings.snapshot_percent;
+        uint64_t extents = bytes_to_extents(p, asked), expected;
+        uint64_t whole = whole_volume_extents(p, p->meta.settings.chunk_sectors, volume_sectors);
+
+        if (c->expected_writes > 0) {
+                expected = bytes_to_extents(p, c->expected_writes + c->expected_writes / 2 +
+                                                       RB_EXPECTED_WRITES_SLACK);
+                if (expected > whole)
+                        expected = whole;
+                if (expected > pool_free_extents(p))
+                        return -ENOSPC;
+                if (expected > extents)
+                        extents = expected;
+        }
+        *ret = extents ?: 1;
+        return 0;
 }
 
 uint64_t rb_autoextend_step(const struct pool *p, const struct snapshot *s, const struct rb_usage *u,
@@ -25,7 +61,7 @@ uint64_t rb_autoextend_step(const struct pool *p, const struct snapshot *s, cons
         uint64_t extents = snapshot_extent_count(s), free_extents = pool_free_extents(p);
         uint64_t add = (extents * set->autoextend_percent + 99) / 100;
         uint64_t by_rate = (rate * RB_GROWTH_HORIZON_SEC + p->geo.extent_sectors - 1) / p->geo.extent_sectors;
-        uint64_t whole = whole_volume_extents(p, s, u->volume_sectors);
+        uint64_t whole = whole_volume_extents(p, s->chunk_sectors, u->volume_sectors);
         uint64_t room = whole > extents ? whole - extents : 0;
 
         if (by_rate > free_extents / 2)

@@ -59,6 +59,7 @@ struct rb_create {
         const char *name;         /* NULL: made from the time */
         const char *description;
         uint64_t size;            /* bytes of COW; 0: settings.snapshot_percent of the volume */
+        uint64_t expected_writes; /* bytes the change is expected to write, 0 unknown: see rb_initial_cow_extents() */
         bool upgrade;             /* taken by a package-manager hook: subject to retention */
 };
 
@@ -88,6 +89,11 @@ int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage 
  * the mark is not crossed again before the growth is done.
  */
 #define RB_GROWTH_HORIZON_SEC 5
+/* Added to an expected-writes estimate: what a package change writes beyond its packages' installed size. */
+#define RB_EXPECTED_WRITES_SLACK (UINT64_C(64) << 20)
+/* The extents a new snapshot's COW starts with; -ENOSPC if the pool cannot hold c->expected_writes. */
+int rb_initial_cow_extents(const struct pool *p, uint64_t volume_sectors, const struct rb_create *c,
+                           uint64_t *ret);
 /* Whether s is past autoextend_threshold (and may grow); by how many extents (0: the pool is full), rate in sectors/s. */
 bool rb_autoextend_due(const struct pool *p, const struct snapshot *s, const struct rb_usage *u);
 uint64_t rb_autoextend_step(const struct pool *p, const struct snapshot *s, const struct rb_usage *u, uint64_t rate);

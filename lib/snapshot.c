@@ -121,14 +121,15 @@ static int create_read_volume(struct pool *p, const char *volume, struct create_
  */
 static int create_record(struct pool *p, const char *volume, const struct rb_create *c, char *name,
                          const struct create_target *t, struct snapshot **ret) {
-        uint64_t size, extents;
+        uint64_t extents;
         struct snapshot *s;
         int r;
 
-        size = c->size ? c->size : t->st.sectors * 512 / 100 * p->meta.settings.snapshot_percent;
-        extents = (size + p->geo.extent_sectors * 512 - 1) / (p->geo.extent_sectors * 512);
-        if (extents == 0)
-                extents = 1;
+        r = rb_initial_cow_extents(p, t->st.sectors, c, &extents);
+        if (r < 0) {
+                free(name);
+                return r;
+        }
 
         s = pool_add_snapshot(p);
         if (!s) {

@@ -41,6 +41,7 @@ static const char *arg_pool;
 static const char *arg_name;
 static const char *arg_description;
 static uint64_t arg_size;
+static uint64_t arg_expect_writes;
 static bool arg_upgrade;
 static bool arg_now;
 static bool arg_force;
@@ -86,6 +87,8 @@ static int help(void) {
                "  snapshot [VOLUME]       Take a snapshot of VOLUME (default: the volume\n"
                "                          mounted at /), keeping the filesystem mounted\n"
                "       [--name NAME] [--size SIZE] [--description TEXT] [--upgrade]\n"
+               "       [--expect-writes SIZE]  Size the COW for a change about to write SIZE\n"
+               "                          (refused with status 5 if the pool cannot hold it)\n"
                "  list                    List snapshots with their COW fill\n"
                "  status                  Show the pool, merge progress and snapshots\n"
                "  revert NAME [--now]     Merge snapshot NAME back into its volume at the next\n"
@@ -264,9 +267,17 @@ static int op_bus(sd_bus *bus, struct op *op) {
 
         switch (op->kind) {
         case OP_CREATE:
-                r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "CreateSnapshot",
-                                       &error, &reply, "ssstb", op->volume ?: "", op->create.name ?: "",
-                                       op->create.description ?: "", op->create.size, op->create.upgrade);
+                if (op->create.expected_writes > 0)
+                        r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE,
+                                               "CreateSnapshotEx", &error, &reply, "ssstbt", op->volume ?: "",
+                                               op->create.name ?: "", op->create.description ?: "",
+                                               op->create.size, op->create.upgrade,
+                                               op->create.expected_writes);
+                else
+                        r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE,
+                                               "CreateSnapshot", &error, &reply, "ssstb", op->volume ?: "",
+                                               op->create.name ?: "", op->create.description ?: "",
+                                               op->create.size, op->create.upgrade);
                 break;
         case OP_DELETE:
                 r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "DeleteSnapshot",
@@ -481,6 +492,7 @@ static int verb_snapshot(int argc, char *argv[]) {
                 .name = arg_name,
                 .description = arg_description,
                 .size = arg_size,
+                .expected_writes = arg_expect_writes,
                 .upgrade = arg_upgrade,
         };
         r = run_op(&op);
@@ -499,6 +511,15 @@ static int verb_snapshot(int argc, char *argv[]) {
         if (r == -EINVAL && arg_name) {
                 log_error("invalid snapshot name '%s': names ending in -real or -cow are reserved", arg_name);
                 return EXIT_USAGE;
+        }
+        if (r == -ENOSPC && arg_expect_writes > 0) {
+                char expected[16];
+
+                format_bytes(expected, arg_expect_writes);
+                log_error("Failed to take a snapshot: the pool cannot hold the %s this change is expected to "
+                          "write, with its margin; free space with 'rollbackctl delete' or give the pool more",
+                          expected);
+                return EXIT_NO_SPACE;
         }
         if (r < 0)
                 return log_op_error(r, "Failed to take a snapshot");
@@ -876,6 +897,7 @@ enum {
         ARG_NO_DAEMON,
         ARG_NAME,
         ARG_SIZE,
+        ARG_EXPECT_WRITES,
         ARG_DESCRIPTION,
         ARG_UPGRADE,
         ARG_NOW,
@@ -895,6 +917,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "no-daemon",   no_argument,       NULL, ARG_NO_DAEMON },
                 { "name",        required_argument, NULL, ARG_NAME },
                 { "size",        required_argument, NULL, ARG_SIZE },
+                { "expect-writes", required_argument, NULL, ARG_EXPECT_WRITES },
                 { "description", required_argument, NULL, ARG_DESCRIPTION },
                 { "upgrade",     no_argument,       NULL, ARG_UPGRADE },
                 { "now",         no_argument,       NULL, ARG_NOW },
@@ -929,6 +952,12 @@ static int parse_argv(int argc, char *argv[]) {
                 case ARG_SIZE:
                         if (parse_size(optarg, &arg_size) < 0) {
                                 log_error("invalid size '%s' (examples: 512M, 2G)", optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_EXPECT_WRITES:
+                        if (parse_size(optarg, &arg_expect_writes) < 0) {
+                                log_error("invalid size '%s' for --expect-writes (examples: 300M, 2G)", optarg);
                                 return -EINVAL;
                         }
                         break;

@@ -67,7 +67,7 @@ static int method_create(sd_bus_message *m, void *userdata, sd_bus_error *error)
         _cleanup_free_ char *volume = NULL, *name = NULL;
         const char *vol_arg, *name_arg, *desc;
         struct rb_create c = {};
-        uint64_t size;
+        uint64_t size, expected_writes = 0;
         int upgrade, r;
 
         r = check_root(m, error);
@@ -76,10 +76,17 @@ static int method_create(sd_bus_message *m, void *userdata, sd_bus_error *error)
         r = sd_bus_message_read(m, "ssstb", &vol_arg, &name_arg, &desc, &size, &upgrade);
         if (r < 0)
                 return r;
+        /* CreateSnapshotEx: CreateSnapshot's arguments, then the writes expected. */
+        if (sd_bus_message_has_signature(m, "ssstbt")) {
+                r = sd_bus_message_read(m, "t", &expected_writes);
+                if (r < 0)
+                        return r;
+        }
         c = (struct rb_create) {
                 .name = name_arg[0] ? name_arg : NULL,
                 .description = desc[0] ? desc : NULL,
                 .size = size,
+                .expected_writes = expected_writes,
                 .upgrade = upgrade,
         };
         r = rb_pool_open_locked(arg_pool, &p, &lock);
@@ -91,7 +98,11 @@ static int method_create(sd_bus_message *m, void *userdata, sd_bus_error *error)
         r = rb_snapshot_create(p, volume, &c, &name);
         if (r < 0)
                 return reply_error(error, r, "Cannot take the snapshot");
-        log_info("Took snapshot %s of %s.", name, volume);
+        if (expected_writes > 0)
+                log_info("Took snapshot %s of %s, its COW sized for %" PRIu64 " MiB to be written.", name, volume,
+                         expected_writes >> 20);
+        else
+                log_info("Took snapshot %s of %s.", name, volume);
         if (upgrade) {
                 unsigned deleted;
 
@@ -207,6 +218,10 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD_WITH_NAMES("CreateSnapshot", "ssstb",
                                  SD_BUS_PARAM(volume) SD_BUS_PARAM(name) SD_BUS_PARAM(description)
                                  SD_BUS_PARAM(size) SD_BUS_PARAM(upgrade),
+                                 "s", SD_BUS_PARAM(name), method_create, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("CreateSnapshotEx", "ssstbt",
+                                 SD_BUS_PARAM(volume) SD_BUS_PARAM(name) SD_BUS_PARAM(description)
+                                 SD_BUS_PARAM(size) SD_BUS_PARAM(upgrade) SD_BUS_PARAM(expected_writes),
                                  "s", SD_BUS_PARAM(name), method_create, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("DeleteSnapshot", "s", SD_BUS_PARAM(name), "", , method_delete,
                                  SD_BUS_VTABLE_UNPRIVILEGED),

@@ -24,6 +24,8 @@ expect 2 --bogus list
 expect 2 snapshot --size 12Q
 expect 2 snapshot --size 0
 expect 2 snapshot --size -5M
+expect 2 snapshot --expect-writes lots
+expect 2 snapshot --expect-writes 0
 expect 2 snapshot --name 'bad/name'
 expect 2 snapshot a b
 expect 2 revert

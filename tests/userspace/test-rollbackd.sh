@@ -3,7 +3,8 @@
 # activation): autoextension under a big write, retention of upgrade
 # snapshots, an overflow reported invalid, a merge finished by the daemon,
 # a write faster than the daemon's poll, and an overflow reported at once by
-# the device-mapper event with the poll far away.
+# the device-mapper event with the poll far away; a snapshot sized for the
+# writes a package change expects.
 . ./lib.sh
 . ./lib-userspace.sh
 ctl=rollbackctl
@@ -215,6 +216,23 @@ wait $writer || fail "the write into held failed"
 snapshot_matches /dev/mapper/rollback-held /tmp/sums-held || fail "held lost data"
 must $ctl delete second
 must $ctl delete held
+
+# What the package hooks do (their own logic: tests/unit/test-package-hooks).
+step "a snapshot sized for the writes expected (CreateSnapshotEx), or refused when the pool cannot hold them"
+volume=$(( $(sectors /dev/mapper/vg0-root) * 512 ))
+must $ctl snapshot --upgrade --expect-writes 15M --name sized vg0-root
+size=$($ctl --json list | json_field size_bytes | tail -n 1)
+echo "  sized: $size bytes for 15 MiB expected"
+# 15 MiB and half again plus 64 MiB is more than the volume: a copy of all of it.
+[ "$size" -ge "$volume" ] || fail "the COW ($size) cannot hold the whole $volume-byte volume"
+grep -q "Took snapshot sized of vg0-root, its COW sized for 15 MiB to be written" /tmp/rollbackd.log ||
+        fail "rollbackd did not size it for the writes: $(tail -n 3 /tmp/rollbackd.log)"
+count=$($ctl --json list | json_field name | wc -l)
+expect_rc 5 $ctl snapshot --upgrade --expect-writes 15M --name toomuch vg0-root
+cat /tmp/err
+grep -q "cannot hold the 15.0M this change is expected to write" /tmp/err || fail "no word of the expected writes"
+[ "$($ctl --json list | json_field name | wc -l)" = "$count" ] || fail "a refused estimate left a snapshot"
+must $ctl delete sized
 umount /mnt
 cat /tmp/rollbackd.log
 pass

@@ -26,27 +26,49 @@ static uint64_t bytes_to_extents(const struct pool *p, uint64_t bytes) {
         return (bytes + extent_bytes - 1) / extent_bytes;
 }
 
+/* The extents that expected_writes bytes fill in a COW, with the margin, at most a copy of the volume. */
+static uint64_t expected_extents(const struct pool *p, uint64_t expected_writes, uint64_t volume_sectors) {
+        uint64_t whole = whole_volume_extents(p, p->meta.settings.chunk_sectors, volume_sectors), extents;
+
+        /* Compared first: the margin below cannot wrap. */
+        if (expected_writes >= volume_sectors * 512)
+                return whole;
+        extents = bytes_to_extents(p, expected_writes + expected_writes / 2 + RB_EXPECTED_WRITES_SLACK);
+        return extents < whole ? extents : whole;
+}
+
 /*
- * The COW a new snapshot starts with: the size asked for, or
+ * The COW a new snapshot of volume starts with: the size asked for, or
  * snapshot_percent of the volume.  Given what the change is expected to
  * write (a package manager's sum of installed sizes), at least that and
  * half again plus RB_EXPECTED_WRITES_SLACK (the files unpacked beside the
  * old ones, the journal, an initramfs rebuilt), but never more than a copy
- * of the whole volume.  -ENOSPC when the pool cannot hold that: better
- * said before the change starts than found when the snapshot overflows.
+ * of the whole volume.  Every other active snapshot of the volume copies
+ * the same chunks, so the pool must also hold what they lack of that, with
+ * an extent to spare for rollbackd.  -ENOSPC when it cannot: better said
+ * before the change starts than found when a snapshot overflows.
  */
-int rb_initial_cow_extents(const struct pool *p, uint64_t volume_sectors, const struct rb_create *c,
+int rb_initial_cow_extents(struct pool *p, const char *volume, uint64_t volume_sectors, const struct rb_create *c,
                            uint64_t *ret) {
         uint64_t asked = c->size ?: volume_sectors * 512 / 100 * p->meta.settings.snapshot_percent;
-        uint64_t extents = bytes_to_extents(p, asked), expected;
-        uint64_t whole = whole_volume_extents(p, p->meta.settings.chunk_sectors, volume_sectors);
+        uint64_t extents = bytes_to_extents(p, asked), expected, needed;
 
         if (c->expected_writes > 0) {
-                expected = bytes_to_extents(p, c->expected_writes + c->expected_writes / 2 +
-                                                       RB_EXPECTED_WRITES_SLACK);
-                if (expected > whole)
-                        expected = whole;
-                if (expected > pool_free_extents(p))
+                expected = expected_extents(p, c->expected_writes, volume_sectors);
+                needed = expected;
+                for (size_t i = 0; i < p->meta.n_snapshots; i++) {
+                        const struct snapshot *s = &p->meta.snapshots[i];
+                        uint64_t room, have;
+                        struct rb_usage u;
+
+                        if (s->state != SNAPSHOT_ACTIVE || strcmp(s->volume, volume) != 0 ||
+                            rb_snapshot_usage(p, s, &u) < 0 || u.invalid || !u.present)
+                                continue;
+                        room = u.total > u.allocated ? u.total - u.allocated : 0;
+                        have = room / p->geo.extent_sectors;
+                        needed += expected > have ? expected - have : 0;
+                }
+                if (needed >= pool_free_extents(p))
                         return -ENOSPC;
                 if (expected > extents)
                         extents = expected;

@@ -265,7 +265,7 @@ int rb_volume_resolve(const char *arg, char **ret_name) {
                         if (r < 0)
                                 return r;
                 }
-                /* tmpfs, overlayfs, a btrfs subvolume: a filesystem on no block device. */
+                /* Not a block device's number (tmpfs, overlayfs; btrfs always says 0:N): give the volume by name. */
                 if (major(devnum) == 0)
                         return -ENOTBLK;
                 r = rbdm_name_from_devnum(devnum, &name);

@@ -92,7 +92,7 @@ int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage 
 /* Added to an expected-writes estimate: what a package change writes beyond its packages' installed size. */
 #define RB_EXPECTED_WRITES_SLACK (UINT64_C(64) << 20)
 /* The extents a new snapshot's COW starts with; -ENOSPC if the pool cannot hold c->expected_writes. */
-int rb_initial_cow_extents(const struct pool *p, uint64_t volume_sectors, const struct rb_create *c,
+int rb_initial_cow_extents(struct pool *p, const char *volume, uint64_t volume_sectors, const struct rb_create *c,
                            uint64_t *ret);
 /* Whether s is past autoextend_threshold (and may grow); by how many extents (0: the pool is full), rate in sectors/s. */
 bool rb_autoextend_due(const struct pool *p, const struct snapshot *s, const struct rb_usage *u);

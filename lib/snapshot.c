@@ -125,7 +125,7 @@ static int create_record(struct pool *p, const char *volume, const struct rb_cre
         struct snapshot *s;
         int r;
 
-        r = rb_initial_cow_extents(p, t->st.sectors, c, &extents);
+        r = rb_initial_cow_extents(p, volume, t->st.sectors, c, &extents);
         if (r < 0) {
                 free(name);
                 return r;

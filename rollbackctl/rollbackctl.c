@@ -168,7 +168,7 @@ static const char *error_text(int r) {
         case EUCLEAN: return "the pool's header or metadata is inconsistent (damaged or not written by rollback); refusing to use it";
         case EOPNOTSUPP: return "no usable snapshot targets in the kernel (dm-rollback or dm-snapshot)";
         case ENOSPC: return "not enough free space in the pool";
-        case ENOTBLK: return "not a device-mapper volume (rollback snapshots LVs and other dm devices)";
+        case ENOTBLK: return "not a device-mapper volume (rollback snapshots LVs and other dm devices: name one, as vg0-root)";
         case EISDIR: return "that is one of rollback's own devices, not a volume";
         case EADDRINUSE: return "the device is in use";
         case ESTALE: return "the snapshot is invalid (" RB_INVALID_WHY "): it cannot be reverted to";
@@ -517,7 +517,8 @@ static int verb_snapshot(int argc, char *argv[]) {
 
                 format_bytes(expected, arg_expect_writes);
                 log_error("Failed to take a snapshot: the pool cannot hold the %s this change is expected to "
-                          "write, with its margin; free space with 'rollbackctl delete' or give the pool more",
+                          "write, with its margin, in the new COW and the volume's other snapshots; free space "
+                          "with 'rollbackctl delete' or give the pool more",
                           expected);
                 return EXIT_NO_SPACE;
         }

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # The package hooks' own logic, with rollbackctl stubbed (it records its
 # arguments and exits as told): the apt hook sums the Installed-Size of
-# the .deb files apt gives it (real ones, built here) and passes it as
+# the .deb files apt gives it (real ones, built here; 0512 is 512) and passes it as
 # --expect-writes; when the pool cannot hold that (exit 5) it says so and
 # takes a snapshot of the usual size, or with Rollback::Require in apt's
 # configuration stops the upgrade.  The dnf4 plugin, with a stand-in dnf
@@ -41,6 +41,8 @@ mkdeb() {
 }
 mkdeb libfoo 10240
 mkdeb foo-data 5120
+# A leading zero would be octal to the shell (08: an error that stops apt).
+mkdeb foo-doc 0512
 : > "$dir/apt.conf"
 export APT_CONFIG="$dir/apt.conf"
 
@@ -48,13 +50,13 @@ export APT_CONFIG="$dir/apt.conf"
 run_hook() {
         rm -f "$dir/calls"
         printf '%s\n' "$@" > "$dir/codes"
-        printf '%s\n' "$dir/libfoo.deb" "$dir/foo-data.deb" | "$dir/apt-get" 2> "$dir/err"
+        printf '%s\n' "$dir/libfoo.deb" "$dir/foo-data.deb" "$dir/foo-doc.deb" | "$dir/apt-get" 2> "$dir/err"
 }
 
 run_hook 0 || fail "the hook failed: $(cat "$dir/err")"
-grep -q -- "--upgrade .*--expect-writes 15360K$" "$dir/calls" || fail "no --expect-writes 15360K: $(cat "$dir/calls")"
+grep -q -- "--upgrade .*--expect-writes 15872K$" "$dir/calls" || fail "no --expect-writes 15872K: $(cat "$dir/calls")"
 [ "$(wc -l < "$dir/calls")" = 1 ] || fail "more than one snapshot: $(cat "$dir/calls")"
-echo "15 MiB of packages: $(cat "$dir/calls")"
+echo "15.5 MiB of packages: $(cat "$dir/calls")"
 
 run_hook 5 0 || fail "the hook failed when the pool could not hold the packages: $(cat "$dir/err")"
 grep -q "the pool cannot hold what this upgrade will write (15 MiB of packages)" "$dir/err" ||

@@ -220,6 +220,11 @@ must $ctl delete held
 # What the package hooks do (their own logic: tests/unit/test-package-hooks).
 step "a snapshot sized for the writes expected (CreateSnapshotEx), or refused when the pool cannot hold them"
 volume=$(( $(sectors /dev/mapper/vg0-root) * 512 ))
+# Another active snapshot copies the same chunks: the pool must hold its
+# share too (the new COW alone would fit).
+must $ctl snapshot --name other --size 4M vg0-root
+expect_rc 5 $ctl snapshot --upgrade --expect-writes 15M --name sized vg0-root
+must $ctl delete other
 must $ctl snapshot --upgrade --expect-writes 15M --name sized vg0-root
 size=$($ctl --json list | json_field size_bytes | tail -n 1)
 echo "  sized: $size bytes for 15 MiB expected"

@@ -6,6 +6,7 @@
 # crash point no disk can show).
 set -eu
 rbio=$1
+command -v strace > /dev/null || { echo "strace is not installed"; exit 77; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 truncate -s 16M "$dir/target"

@@ -11,19 +11,36 @@
 #include "rollback.h"
 #include "stack.h"
 
+static uint64_t sectors_to_extents(const struct pool *p, uint64_t sectors) {
+        return DIV_ROUND_UP(sectors, p->geo.extent_sectors);
+}
+
 /* Extents of a COW that holds the whole volume: header, chunks, their metadata (16 bytes each). */
 static uint64_t whole_volume_extents(const struct pool *p, uint64_t chunk_sectors, uint64_t volume_sectors) {
-        uint64_t chunks = (volume_sectors + chunk_sectors - 1) / chunk_sectors;
+        uint64_t chunks = DIV_ROUND_UP(volume_sectors, chunk_sectors);
         uint64_t per_metadata_chunk = chunk_sectors * 512 / 16;
-        uint64_t sectors = (2 + chunks + chunks / per_metadata_chunk) * chunk_sectors;
 
-        return (sectors + p->geo.extent_sectors - 1) / p->geo.extent_sectors;
+        return sectors_to_extents(p, (2 + chunks + chunks / per_metadata_chunk) * chunk_sectors);
 }
 
 static uint64_t bytes_to_extents(const struct pool *p, uint64_t bytes) {
-        uint64_t extent_bytes = p->geo.extent_sectors * 512;
+        return DIV_ROUND_UP(bytes, p->geo.extent_sectors * 512);
+}
 
-        return (bytes + extent_bytes - 1) / extent_bytes;
+/*
+ * Whether s is an active, valid snapshot of volume whose COW is present,
+ * and not the one named except: then *ret is the room left in its COW.
+ */
+static bool cow_room(struct pool *p, const struct snapshot *s, const char *volume, const char *except,
+                     uint64_t *ret) {
+        struct rb_usage u;
+
+        if (s->state != SNAPSHOT_ACTIVE || strcmp(s->volume, volume) != 0 ||
+            (except && strcmp(s->name, except) == 0) || rb_snapshot_usage(p, s, &u) < 0 || !u.present ||
+            u.invalid)
+                return false;
+        *ret = u.total > u.allocated ? u.total - u.allocated : 0;
+        return true;
 }
 
 /* The extents that expected_writes bytes fill in a COW, with the margin, at most a copy of the volume. */
@@ -57,14 +74,10 @@ int rb_initial_cow_extents(struct pool *p, const char *volume, uint64_t volume_s
                 expected = expected_extents(p, c->expected_writes, volume_sectors);
                 needed = expected;
                 for (size_t i = 0; i < p->meta.n_snapshots; i++) {
-                        const struct snapshot *s = &p->meta.snapshots[i];
                         uint64_t room, have;
-                        struct rb_usage u;
 
-                        if (s->state != SNAPSHOT_ACTIVE || strcmp(s->volume, volume) != 0 ||
-                            rb_snapshot_usage(p, s, &u) < 0 || u.invalid || !u.present)
+                        if (!cow_room(p, &p->meta.snapshots[i], volume, NULL, &room))
                                 continue;
-                        room = u.total > u.allocated ? u.total - u.allocated : 0;
                         have = room / p->geo.extent_sectors;
                         needed += expected > have ? expected - have : 0;
                 }
@@ -82,7 +95,7 @@ uint64_t rb_autoextend_step(const struct pool *p, const struct snapshot *s, cons
         const struct pool_settings *set = &p->meta.settings;
         uint64_t extents = snapshot_extent_count(s), free_extents = pool_free_extents(p);
         uint64_t add = (extents * set->autoextend_percent + 99) / 100;
-        uint64_t by_rate = (rate * RB_GROWTH_HORIZON_SEC + p->geo.extent_sectors - 1) / p->geo.extent_sectors;
+        uint64_t by_rate = sectors_to_extents(p, rate * RB_GROWTH_HORIZON_SEC);
         uint64_t whole = whole_volume_extents(p, s->chunk_sectors, u->volume_sectors);
         uint64_t room = whole > extents ? whole - extents : 0;
 
@@ -146,18 +159,15 @@ void make_room_for_merge(struct pool *p, const char *merging) {
                 return;
         for (size_t i = 0; i < p->meta.n_snapshots; i++) {
                 const struct snapshot *s = &p->meta.snapshots[i];
-                uint64_t chunks, need, free_sectors, add;
-                struct rb_usage u;
+                uint64_t chunks, need, room, add;
 
-                if (strcmp(s->volume, volume) != 0 || strcmp(s->name, merging) == 0 ||
-                    s->state != SNAPSHOT_ACTIVE || rb_snapshot_usage(p, s, &u) < 0 || !u.present || u.invalid)
+                if (!cow_room(p, s, volume, merging, &room))
                         continue;
-                chunks = (sectors + s->chunk_sectors - 1) / s->chunk_sectors;
+                chunks = DIV_ROUND_UP(sectors, s->chunk_sectors);
                 need = (chunks + chunks / (s->chunk_sectors * 512 / 16) + 1) * s->chunk_sectors;
-                free_sectors = u.total > u.allocated ? u.total - u.allocated : 0;
-                if (free_sectors >= need)
+                if (room >= need)
                         continue;
-                add = (need - free_sectors + p->geo.extent_sectors - 1) / p->geo.extent_sectors;
+                add = sectors_to_extents(p, need - room);
                 if (add > pool_free_extents(p))
                         add = pool_free_extents(p);
                 if (add > 0)

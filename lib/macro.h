@@ -11,6 +11,7 @@
 #define _cleanup_(f) __attribute__((cleanup(f)))
 #define _fallthrough_ __attribute__((__fallthrough__))
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
+#define DIV_ROUND_UP(n, d) (((n) + (d) - 1) / (d))
 
 /* Hands ownership out of a _cleanup_ variable. */
 #define TAKE_PTR(p)                             \

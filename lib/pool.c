@@ -203,7 +203,7 @@ int pool_format(int fd, uint64_t size, uint64_t extent_sectors, const struct poo
         g.slot_offset[1] = POOL_HEADER_SIZE + g.slot_size;
         data_bytes = g.slot_offset[1] + g.slot_size;
         /* Extents start on an extent boundary, as LVM's do on a PV. */
-        g.data_offset = (data_bytes / 512 + extent_sectors - 1) / extent_sectors * extent_sectors;
+        g.data_offset = DIV_ROUND_UP(data_bytes / 512, extent_sectors) * extent_sectors;
         g.extent_sectors = extent_sectors;
         if (size / 512 <= g.data_offset)
                 return -ENOSPC;

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <stdint.h>
+
+/*
+ * A copy of /boot kept in the root filesystem, taken just before a
+ * snapshot of root so that the snapshot holds it, and put back by a revert
+ * so that GRUB boots the pre-upgrade kernel into the merge.  The copy is a
+ * tree beside a manifest (one line per entry: type, mode, owner, mtime,
+ * size, SHA-256, path); the pool records the manifest's SHA-256, which
+ * vouches for the whole copy.  See docs/boot.md.
+ */
+#define RB_BOOT_DIGEST_LEN 64
+
+/* Makes copy an exact copy of boot (other filesystems under it left out), then writes manifest. */
+int rb_boot_copy_save(const char *boot, const char *copy, const char *manifest,
+                      char ret_digest[RB_BOOT_DIGEST_LEN + 1]);
+
+/*
+ * Makes boot hold exactly what the copy holds.  Checked whole first:
+ * -ENOENT when there is no manifest, -EBADMSG when the manifest or the copy
+ * do not match digest, -ENOSPC when boot cannot hold the files that differ;
+ * in each case boot is unchanged.  *ret_bytes: the bytes written.
+ */
+int rb_boot_copy_restore(const char *copy, const char *manifest, const char *digest, const char *boot,
+                         uint64_t *ret_bytes);
+
+/* Whether digest is 64 lowercase hex digits. */
+int rb_boot_digest_is_valid(const char *digest);

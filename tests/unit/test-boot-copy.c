@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The copy of /boot: saved, put back exactly over a changed /boot, and
+ * refused, with /boot unchanged, when the copy or its manifest is damaged.
+ * "Exactly" is checked by saving the restored tree again: its manifest
+ * (every entry's type, mode, owner, mtime, size and SHA-256) must hash to
+ * the first digest.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "boot-copy.h"
+#include "test.h"
+
+static char top[] = "/tmp/test-boot-copy.XXXXXX";
+
+static const char *at(const char *rel) {
+        static char buf[4][512];
+        static int k;
+
+        k = (k + 1) % 4;
+        snprintf(buf[k], sizeof(buf[k]), "%s/%s", top, rel);
+        return buf[k];
+}
+
+static void put(const char *rel, const char *text, size_t repeat) {
+        FILE *f = fopen(at(rel), "w");
+
+        CHECK(f);
+        for (size_t i = 0; i < repeat; i++)
+                fputs(text, f);
+        CHECK(fclose(f) == 0);
+}
+
+/* The digest of boot as it is now. */
+static void digest_of(const char *boot, char ret[RB_BOOT_DIGEST_LEN + 1]) {
+        CHECK_R(rb_boot_copy_save(at(boot), at("now"), at("now.manifest"), ret));
+}
+
+static void corrupt(const char *rel) {
+        int fd = open(at(rel), O_WRONLY);
+
+        CHECK(fd >= 0);
+        CHECK(pwrite(fd, "X", 1, 3) == 1);
+        close(fd);
+}
+
+int main(void) {
+        char digest[RB_BOOT_DIGEST_LEN + 1], again[RB_BOOT_DIGEST_LEN + 1], before[RB_BOOT_DIGEST_LEN + 1];
+        unsigned char md[32];
+        char hostile[RB_BOOT_DIGEST_LEN + 1];
+        const char *evil = "f 0644 0 0 0.0 0 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 - ../escaped\n";
+        uint64_t bytes;
+        FILE *f;
+
+        CHECK(mkdtemp(top));
+        CHECK(mkdir(at("boot"), 0755) == 0);
+        CHECK(mkdir(at("boot/grub"), 0755) == 0);
+        CHECK(mkdir(at("boot/lost+found"), 0700) == 0);
+        put("boot/vmlinuz-6.1.0-1", "kernel one ", 10000);
+        put("boot/initrd.img-6.1.0-1", "initramfs with the rollback hook ", 30000);
+        put("boot/grub/grub.cfg", "set default=0\n", 1);
+        put("boot/grub/grubenv", "# GRUB Environment Block\n", 1);
+        put("boot/config 6.1.0-1", "a name with a space\n", 1);
+        CHECK(symlink("vmlinuz-6.1.0-1", at("boot/vmlinuz")) == 0);
+        CHECK(chmod(at("boot/vmlinuz-6.1.0-1"), 0600) == 0);
+
+        CHECK_R(rb_boot_copy_save(at("boot"), at("copy"), at("copy.manifest"), digest));
+        CHECK(rb_boot_digest_is_valid(digest));
+        CHECK_R(rb_boot_copy_save(at("boot"), at("copy"), at("copy.manifest"), again));
+        CHECK(strcmp(digest, again) == 0);
+
+        /* An upgrade: a new kernel, the old initramfs gone, GRUB's files and a link changed. */
+        put("boot/vmlinuz-6.1.0-2", "kernel two ", 12000);
+        put("boot/grub/grub.cfg", "set default=1\n", 1);
+        CHECK(unlink(at("boot/initrd.img-6.1.0-1")) == 0);
+        CHECK(mkdir(at("boot/initrd.img-6.1.0-1"), 0755) == 0);
+        put("boot/initrd.img-6.1.0-1/inside", "a directory where a file was\n", 1);
+        CHECK(unlink(at("boot/vmlinuz")) == 0);
+        CHECK(symlink("vmlinuz-6.1.0-2", at("boot/vmlinuz")) == 0);
+        CHECK(chmod(at("boot/vmlinuz-6.1.0-1"), 0644) == 0);
+        digest_of("boot", before);
+        CHECK(strcmp(before, digest) != 0);
+
+        /* A damaged copy, a wrong digest, no manifest, a manifest naming a path outside: refused, boot unchanged. */
+        corrupt("copy/grub/grub.cfg");
+        CHECK(rb_boot_copy_restore(at("copy"), at("copy.manifest"), digest, at("boot"), &bytes) == -EBADMSG);
+        digest_of("boot", again);
+        CHECK(strcmp(before, again) == 0);
+        put("copy/grub/grub.cfg", "set default=0\n", 1);
+        CHECK(rb_boot_copy_restore(at("copy"), at("copy.manifest"), before, at("boot"), &bytes) == -EBADMSG);
+        CHECK(rb_boot_copy_restore(at("copy"), at("none.manifest"), digest, at("boot"), &bytes) == -ENOENT);
+        f = fopen(at("evil.manifest"), "w");
+        CHECK(f && fputs(evil, f) >= 0 && fclose(f) == 0);
+        CHECK(EVP_Digest(evil, strlen(evil), md, NULL, EVP_sha256(), NULL));
+        for (int i = 0; i < 32; i++)
+                sprintf(hostile + 2 * i, "%02x", md[i]);
+        CHECK(rb_boot_copy_restore(at("copy"), at("evil.manifest"), hostile, at("boot"), &bytes) == -EBADMSG);
+        digest_of("boot", again);
+        CHECK(strcmp(before, again) == 0);
+
+        /* The copy's own mtime changed with the repair above: the content is what counts, and it is whole again. */
+        CHECK_R(rb_boot_copy_restore(at("copy"), at("copy.manifest"), digest, at("boot"), &bytes));
+        CHECK(bytes == strlen("initramfs with the rollback hook ") * 30000 + strlen("set default=0\n"));
+        CHECK(access(at("boot/vmlinuz-6.1.0-2"), F_OK) < 0);
+        digest_of("boot", again);
+        CHECK(strcmp(digest, again) == 0);
+
+        /* Once more: nothing left to write. */
+        CHECK_R(rb_boot_copy_restore(at("copy"), at("copy.manifest"), digest, at("boot"), &bytes));
+        CHECK(bytes == 0);
+        return 0;
+}

@@ -28,3 +28,19 @@ int rb_boot_copy_restore(const char *copy, const char *manifest, const char *dig
 
 /* Whether digest is 64 lowercase hex digits. */
 int rb_boot_digest_is_valid(const char *digest);
+
+struct snapshot;
+
+/*
+ * Before a snapshot of volume: when it is mounted read-write at M with a
+ * M/boot, that /boot is copied to M/var/lib/rollback/boot.  1 and
+ * *ret_digest when taken, 0 when there is nothing to take.
+ */
+int boot_copy_take(const char *volume, char **ret_digest);
+
+/*
+ * For a revert to s: when its volume is mounted with a /boot, the copy s
+ * holds is put back there.  -ENODATA when s holds no copy, -EILSEQ when it
+ * does not match the digest recorded, -ENOSPC when /boot cannot hold it.
+ */
+int boot_copy_put_back(const struct snapshot *s, uint64_t *ret_bytes);

@@ -6,6 +6,8 @@
 #include <systemd/sd-bus.h>
 
 #define RB_BUS_NAME "org.rollback1"
+/* Calls that copy /boot (CreateSnapshot, Revert) may take minutes on a slow disk. */
+#define RB_BUS_LONG_CALL_USEC (10 * 60 * 1000000ULL)
 #define RB_BUS_PATH "/org/rollback1"
 #define RB_BUS_INTERFACE "org.rollback1.Manager"
 

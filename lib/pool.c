@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include "boot-copy.h"
 #include "pool.h"
 #include "strv.h"
 
@@ -447,6 +448,7 @@ static void snapshot_done(struct snapshot *s) {
         free(s->id);
         free(s->volume);
         free(s->description);
+        free(s->boot_digest);
         free(s->extents);
 }
 
@@ -540,6 +542,7 @@ int pool_meta_to_json(const struct pool_meta *m, char **ret) {
                 json_put_uint(o, "chunk_sectors", sn->chunk_sectors);
                 json_put_string(o, "state", snapshot_state_to_string(sn->state));
                 json_object_object_add(o, "upgrade", json_object_new_boolean(sn->upgrade));
+                json_put_string(o, "boot_digest", sn->boot_digest);
                 for (size_t k = 0; k < sn->n_extents; k++) {
                         json_object *run = json_object_new_array();
 
@@ -710,9 +713,11 @@ static int meta_from_json_object(json_object *root, struct pool_meta *m) {
                             (r = json_get_string(o, "description", false, &s->description)) < 0 ||
                             (r = json_get_uint(o, "created_usec", 0, &s->created_usec)) < 0 ||
                             (r = json_get_uint(o, "chunk_sectors", 8, &chunk)) < 0 ||
-                            (r = json_get_string(o, "state", true, &state)) < 0)
+                            (r = json_get_string(o, "state", true, &state)) < 0 ||
+                            (r = json_get_string(o, "boot_digest", false, &s->boot_digest)) < 0)
                                 return r;
-                        if (!pool_chunk_sectors_is_valid(chunk))
+                        if (!pool_chunk_sectors_is_valid(chunk) ||
+                            (s->boot_digest && !rb_boot_digest_is_valid(s->boot_digest)))
                                 return -EUCLEAN;
                         s->chunk_sectors = chunk;
                         s->upgrade = json_object_object_get_ex(o, "upgrade", &ext) && json_object_get_boolean(ext);

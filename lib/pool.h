@@ -67,6 +67,7 @@ struct snapshot {
         uint32_t chunk_sectors;
         enum snapshot_state state;
         bool upgrade;           /* taken before a package upgrade: retention applies */
+        char *boot_digest;      /* SHA-256 of the manifest of the /boot copy it holds, or NULL: boot-copy.h */
         struct extent_run *extents;
         size_t n_extents;
 };

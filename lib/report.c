@@ -38,6 +38,7 @@ int rb_list_json(struct pool *p, json_object **ret) {
                                        s->description ? json_object_new_string(s->description) : NULL);
                 json_object_object_add(o, "state", json_object_new_string(state));
                 json_object_object_add(o, "upgrade", json_object_new_boolean(s->upgrade));
+                json_object_object_add(o, "boot_copy", json_object_new_boolean(s->boot_digest != NULL));
                 json_object_object_add(o, "revert_pending",
                                        json_object_new_boolean(v && v->revert && strcmp(v->revert, s->name) == 0));
                 json_object_object_add(o, "size_bytes", json_object_new_uint64(size));

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "boot-copy.h"
 #include "crash-point.h"
 #include "dm.h"
 #include "macro.h"
@@ -125,7 +126,7 @@ static int merge_now(struct pool *p, struct volume *v, struct snapshot *s, bool 
         return r;
 }
 
-int rb_revert(struct pool *p, const char *name, bool now) {
+int rb_revert(struct pool *p, const char *name, bool now, bool keep_boot) {
         bool untracked = false;
         struct snapshot *s;
         struct volume *v;
@@ -157,6 +158,15 @@ int rb_revert(struct pool *p, const char *name, bool now) {
                 return -EINPROGRESS;
 
         if (!now) {
+                uint64_t bytes;
+
+                /* Before it is recorded: the next boot's kernel must be one the reverted root has. */
+                if (!keep_boot) {
+                        r = boot_copy_put_back(s, &bytes);
+                        if (r < 0)
+                                return r;
+                        rb_crash_point("revert-boot");
+                }
                 free(v->revert);
                 v->revert = strdup(name);
                 if (!v->revert)

@@ -65,7 +65,8 @@ struct rb_create {
 
 int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_create *c, char **ret_name);
 int rb_snapshot_delete(struct pool *p, const char *name);
-int rb_revert(struct pool *p, const char *name, bool now);
+/* keep_boot: leave the volume's /boot as it is instead of putting back the snapshot's copy (boot-copy.h). */
+int rb_revert(struct pool *p, const char *name, bool now, bool keep_boot);
 int rb_cancel_revert(struct pool *p, const char *volume);
 
 /* Grows a snapshot's COW by count extents. */

@@ -8,6 +8,7 @@
 #include <sys/sysmacros.h>
 #include <time.h>
 
+#include "boot-copy.h"
 #include "crash-point.h"
 #include "dm.h"
 #include "evidence.h"
@@ -235,7 +236,7 @@ static void create_forget(struct pool *p, const char *volume, const struct creat
 /* Steps and crash points: docs/states.md, "create". */
 int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_create *c, char **ret_name) {
         _cleanup_(create_target_done) struct create_target t = {};
-        _cleanup_free_ char *name = NULL;
+        _cleanup_free_ char *name = NULL, *boot_digest = NULL;
         struct snapshot *s = NULL;
         int r;
 
@@ -246,6 +247,9 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
         if (r < 0)
                 return r;
         r = create_read_volume(p, volume, &t);
+        /* Taken into the volume before the snapshot, which then holds it. */
+        if (r >= 0)
+                r = boot_copy_take(volume, &boot_digest);
         if (r >= 0)
                 r = create_record(p, volume, c, TAKE_PTR(name), &t, &s);
         if (r < 0) {
@@ -265,6 +269,7 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
 
         /* Armed from here on: the mount count now is no sign of untracked writes at the next boot. */
         (void) volume_record_mount_count(pool_find_volume(p, volume), t.devnum);
+        s->boot_digest = TAKE_PTR(boot_digest);
         s->state = SNAPSHOT_ACTIVE;
         r = pool_commit(p);
         if (r < 0) {

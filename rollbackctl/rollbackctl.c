@@ -44,6 +44,7 @@ static uint64_t arg_size;
 static uint64_t arg_expect_writes;
 static bool arg_upgrade;
 static bool arg_now;
+static bool arg_keep_boot;
 static bool arg_force;
 static uint64_t arg_extent_size;
 static enum backend arg_backend = BACKEND_AUTO;
@@ -65,6 +66,7 @@ static int exit_code(int r) {
         case EINPROGRESS:
                 return EXIT_BUSY;
         case ENOSPC:
+        case EDQUOT:
                 return EXIT_NO_SPACE;
         case ESTALE:
                 return EXIT_INVALID_SNAPSHOT;
@@ -92,7 +94,9 @@ static int help(void) {
                "  list                    List snapshots with their COW fill\n"
                "  status                  Show the pool, merge progress and snapshots\n"
                "  revert NAME [--now]     Merge snapshot NAME back into its volume at the next\n"
-               "                          boot; --now at once, if the volume is not in use\n"
+               "                          boot; --now at once, if the volume is not in use.\n"
+               "                          /boot gets the copy NAME holds back first, so that\n"
+               "       [--keep-boot]      the old kernel boots; --keep-boot leaves it as it is\n"
                "  cancel-revert [VOLUME]  Forget a pending revert\n"
                "  delete NAME             Delete a snapshot and free its extents\n"
                "  wait [--timeout SEC]    Wait until running merges are done, with progress\n"
@@ -171,6 +175,7 @@ static const char *error_text(int r) {
         case ENOTBLK: return "not a device-mapper volume (rollback snapshots LVs and other dm devices: name one, as vg0-root)";
         case EISDIR: return "that is one of rollback's own devices, not a volume";
         case EADDRINUSE: return "the device is in use";
+        case EDQUOT: return "the volume has no room for the copy of /boot that its snapshot must hold";
         case ESTALE: return "the snapshot is invalid (" RB_INVALID_WHY "): it cannot be reverted to";
         default: return NULL;
         }
@@ -198,6 +203,7 @@ struct op {
         const char *name;
         struct rb_create create;
         bool now;
+        bool keep_boot;
         char *result;           /* JSON text or a name */
 };
 
@@ -227,7 +233,7 @@ static int op_direct(struct op *op) {
         case OP_DELETE:
                 return rb_snapshot_delete(p, op->name);
         case OP_REVERT:
-                return rb_revert(p, op->name, op->now);
+                return rb_revert(p, op->name, op->now, op->keep_boot);
         case OP_CANCEL:
                 if (op->volume) {
                         r = rb_volume_resolve(op->volume, &volume);
@@ -265,6 +271,9 @@ static int op_bus(sd_bus *bus, struct op *op) {
         const char *s;
         int r;
 
+        /* A snapshot copies /boot and a revert puts it back: more than the default 25 s on a slow disk. */
+        (void) sd_bus_set_method_call_timeout(bus, RB_BUS_LONG_CALL_USEC);
+
         switch (op->kind) {
         case OP_CREATE:
                 if (op->create.expected_writes > 0)
@@ -284,8 +293,12 @@ static int op_bus(sd_bus *bus, struct op *op) {
                                        &error, &reply, "s", op->name);
                 break;
         case OP_REVERT:
-                r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "Revert",
-                                       &error, &reply, "sb", op->name, op->now);
+                if (op->keep_boot)
+                        r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "RevertEx",
+                                               &error, &reply, "sbb", op->name, op->now, op->keep_boot);
+                else
+                        r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "Revert",
+                                               &error, &reply, "sb", op->name, op->now);
                 break;
         case OP_CANCEL:
                 r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "CancelRevert",
@@ -559,7 +572,7 @@ static int verb_delete(int argc, char *argv[]) {
 }
 
 static int verb_revert(int argc, char *argv[]) {
-        struct op op = { .kind = OP_REVERT, .now = arg_now };
+        struct op op = { .kind = OP_REVERT, .now = arg_now, .keep_boot = arg_keep_boot };
         int r;
 
         if (need_name(argc, argv, "revert") < 0)
@@ -587,6 +600,18 @@ static int verb_revert(int argc, char *argv[]) {
                 log_error("the volume of '%s' is in use (mounted?); revert without --now to merge at the next boot",
                           op.name);
                 return EXIT_BUSY;
+        case ENODATA:
+                log_error("'%s' holds no copy of /boot (taken by an older rollback, or of a read-only root), and the "
+                          "next boot could start a kernel the reverted root lacks; nothing was changed "
+                          "(--keep-boot reverts the volume alone)", op.name);
+                return EXIT_INVALID_SNAPSHOT;
+        case EILSEQ:
+                log_error("the copy of /boot that '%s' holds is damaged; nothing was changed "
+                          "(--keep-boot reverts the volume alone)", op.name);
+                return EXIT_INVALID_SNAPSHOT;
+        case ENOSPC:
+                log_error("/boot has no room for the files that '%s' puts back; nothing was changed", op.name);
+                return EXIT_NO_SPACE;
         default:
                 return log_op_error(r, "Failed to revert");
         }
@@ -902,6 +927,7 @@ enum {
         ARG_DESCRIPTION,
         ARG_UPGRADE,
         ARG_NOW,
+        ARG_KEEP_BOOT,
         ARG_FORCE,
         ARG_EXTENT_SIZE,
         ARG_BACKEND,
@@ -922,6 +948,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "description", required_argument, NULL, ARG_DESCRIPTION },
                 { "upgrade",     no_argument,       NULL, ARG_UPGRADE },
                 { "now",         no_argument,       NULL, ARG_NOW },
+                { "keep-boot",   no_argument,       NULL, ARG_KEEP_BOOT },
                 { "force",       no_argument,       NULL, ARG_FORCE },
                 { "extent-size", required_argument, NULL, ARG_EXTENT_SIZE },
                 { "backend",     required_argument, NULL, ARG_BACKEND },
@@ -970,6 +997,9 @@ static int parse_argv(int argc, char *argv[]) {
                         break;
                 case ARG_NOW:
                         arg_now = true;
+                        break;
+                case ARG_KEEP_BOOT:
+                        arg_keep_boot = true;
                         break;
                 case ARG_FORCE:
                         arg_force = true;

@@ -142,7 +142,7 @@ static int method_revert(sd_bus_message *m, void *userdata, sd_bus_error *error)
         _cleanup_pool_ struct pool *p = NULL;
         _cleanup_close_ int lock = -1;
         const char *name;
-        int now, r;
+        int now, keep_boot = false, r;
 
         r = check_root(m, error);
         if (r < 0)
@@ -150,10 +150,16 @@ static int method_revert(sd_bus_message *m, void *userdata, sd_bus_error *error)
         r = sd_bus_message_read(m, "sb", &name, &now);
         if (r < 0)
                 return r;
+        /* RevertEx: Revert's arguments, then whether /boot stays as it is. */
+        if (sd_bus_message_has_signature(m, "sbb")) {
+                r = sd_bus_message_read(m, "b", &keep_boot);
+                if (r < 0)
+                        return r;
+        }
         r = rb_pool_open_locked(arg_pool, &p, &lock);
         if (r < 0)
                 return reply_error(error, r, "Cannot open the pool");
-        r = rb_revert(p, name, now);
+        r = rb_revert(p, name, now, keep_boot);
         if (r < 0)
                 return reply_error(error, r, "Cannot revert");
         log_info(now ? "Merging snapshot %s now." : "Snapshot %s will be merged at the next boot.", name);
@@ -227,6 +233,8 @@ static const sd_bus_vtable manager_vtable[] = {
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("Revert", "sb", SD_BUS_PARAM(name) SD_BUS_PARAM(now), "", , method_revert,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("RevertEx", "sbb", SD_BUS_PARAM(name) SD_BUS_PARAM(now) SD_BUS_PARAM(keep_boot),
+                                 "", , method_revert, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("CancelRevert", "s", SD_BUS_PARAM(volume), "", , method_cancel_revert,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("ListSnapshots", "", , "s", SD_BUS_PARAM(json), method_list,

@@ -58,6 +58,8 @@ static void test_format_and_geometry(void) {
         CHECK(pool_format(fd, 2ULL << 20, 8192, &(struct pool_settings) {}) == -ENOSPC);
 }
 
+#define DIGEST "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
 static void test_round_trip(void) {
         int fd = make_pool(64ULL << 20, 2048);
         struct pool *p, *q;
@@ -74,6 +76,7 @@ static void test_round_trip(void) {
         add(p, "one", 3);
         s = add(p, "two", 2);
         s->state = SNAPSHOT_INVALID;
+        s->boot_digest = strdup(DIGEST);
         CHECK_R(pool_commit(p));
         CHECK(p->seq == 2);
         CHECK_R(pool_meta_to_json(&p->meta, &a));
@@ -87,6 +90,7 @@ static void test_round_trip(void) {
         CHECK(q->meta.snapshots[0].extents[0].start == 0 && q->meta.snapshots[0].extents[0].count == 3);
         CHECK(q->meta.snapshots[1].extents[0].start == 3);
         CHECK(strcmp(q->meta.snapshots[0].description, "before \"apt upgrade\"") == 0);
+        CHECK(!q->meta.snapshots[0].boot_digest && strcmp(q->meta.snapshots[1].boot_digest, DIGEST) == 0);
         CHECK_R(pool_meta_to_json(&q->meta, &b));
         CHECK(strcmp(a, b) == 0);
         free(a);
@@ -338,6 +342,10 @@ static void test_hostile_document(void) {
                 DOC(VOL("vg0-root", ""), SNAP("a", "../../x", "vg0-root", "8", "[[0, 1]]")),
                 DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg1-root", "8", "[[0, 1]]")),
                 DOC(VOL("../vg0-root", ""), SNAP("a", ID1, "../vg0-root", "8", "[[0, 1]]")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[0, 1]], \"boot_digest\": \"../x\"")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[0, 1]], \"boot_digest\": \"E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855\"")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[0, 1]], \"boot_digest\": \"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b85\"")),
+                DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[0, 1]], \"boot_digest\": 7")),
                 DOC(VOL("vg0-root", "") ", " VOL("vg0-root", ""), ""),
                 DOC(VOL("vg0-root", ", \"revert\": \"gone\""), SNAP("a", ID1, "vg0-root", "8", "[[0, 1]]")),
                 DOC(VOL("vg0-root", ", \"mount_count_max\": 65537"), ""),

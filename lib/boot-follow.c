@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * /boot follows the root volume: a snapshot of a volume mounted at M with
+ * a M/boot takes a copy of that /boot into M just before it is taken, so
+ * that the snapshot holds it; a revert to it puts that /boot back before
+ * the next boot, so that GRUB starts the pre-upgrade kernel into the merge
+ * (docs/boot.md).
+ */
+#include <blkid.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "boot-copy.h"
+#include "dm.h"
+#include "macro.h"
+#include "rollback.h"
+#include "tables.h"
+
+#define COPY_PARENT "var/lib/rollback"
+#define COPY_DIR COPY_PARENT "/boot"
+#define COPY_MANIFEST COPY_PARENT "/boot.manifest"
+
+/* Where the filesystem on devnum is mounted whole (not a bind mount of a part): -ENOENT if nowhere. */
+static int mountpoint_of(dev_t devnum, char **ret) {
+        _cleanup_free_ char *line = NULL;
+        size_t size = 0;
+        FILE *f;
+        int r = -ENOENT;
+
+        f = fopen("/proc/self/mountinfo", "re");
+        if (!f)
+                return -errno;
+        while (getline(&line, &size, f) > 0) {
+                char root[PATH_MAX], mnt[PATH_MAX];
+                unsigned ma, mi;
+
+                /* Mount points with spaces are escaped as \040: no such root volume is worth guessing at. */
+                if (sscanf(line, "%*u %*u %u:%u %4095s %4095s", &ma, &mi, root, mnt) != 4 ||
+                    makedev(ma, mi) != devnum || strcmp(root, "/") != 0 || strchr(mnt, '\\'))
+                        continue;
+                free(*ret);
+                *ret = strdup(mnt);
+                r = *ret ? 0 : -ENOMEM;
+                if (strcmp(mnt, "/") == 0)
+                        break;
+        }
+        fclose(f);
+        return r;
+}
+
+static int join(const char *a, const char *b, char **ret) {
+        return asprintf(ret, "%s%s%s", a, a[strlen(a) - 1] == '/' ? "" : "/", b) < 0 ? -ENOMEM : 0;
+}
+
+static int volume_devnum(const char *volume, dev_t *ret) {
+        struct rbdm_info info;
+        int r = rbdm_info(volume, &info);
+
+        if (r < 0)
+                return r;
+        if (!info.exists)
+                return -ENODEV;
+        *ret = makedev(info.major, info.minor);
+        return 0;
+}
+
+/* The mount point of volume, if it is mounted and has a /boot directory. */
+static int boot_of(const char *volume, char **ret_mnt, char **ret_boot) {
+        _cleanup_free_ char *mnt = NULL, *boot = NULL;
+        struct stat st;
+        dev_t devnum;
+        int r;
+
+        r = volume_devnum(volume, &devnum);
+        if (r < 0)
+                return r;
+        r = mountpoint_of(devnum, &mnt);
+        if (r < 0)
+                return r;
+        r = join(mnt, "boot", &boot);
+        if (r < 0)
+                return r;
+        if (stat(boot, &st) < 0 || !S_ISDIR(st.st_mode))
+                return -ENOENT;
+        *ret_mnt = TAKE_PTR(mnt);
+        *ret_boot = TAKE_PTR(boot);
+        return 0;
+}
+
+int boot_copy_take(const char *volume, char **ret_digest) {
+        _cleanup_free_ char *mnt = NULL, *boot = NULL, *copy = NULL, *manifest = NULL;
+        char digest[RB_BOOT_DIGEST_LEN + 1];
+        struct statvfs sv;
+        int r;
+
+        *ret_digest = NULL;
+        r = boot_of(volume, &mnt, &boot);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        /* A read-only root cannot take it, and no package manager changes it. */
+        if (statvfs(mnt, &sv) < 0)
+                return -errno;
+        if (sv.f_flag & ST_RDONLY)
+                return 0;
+        if ((r = join(mnt, COPY_DIR, &copy)) < 0 || (r = join(mnt, COPY_MANIFEST, &manifest)) < 0)
+                return r;
+        for (const char *const *d = (const char *const[]) { "var", "var/lib", COPY_PARENT, NULL }; *d; d++) {
+                _cleanup_free_ char *path = NULL;
+
+                if ((r = join(mnt, *d, &path)) < 0)
+                        return r;
+                if (mkdir(path, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+        }
+        r = rb_boot_copy_save(boot, copy, manifest, digest);
+        if (r == -ENOSPC || r == -EDQUOT)
+                return -EDQUOT;         /* the volume's room, not the pool's */
+        if (r < 0)
+                return r;
+        *ret_digest = strdup(digest);
+        return *ret_digest ? 1 : -ENOMEM;
+}
+
+/* Mounts the snapshot's filesystem read-only at dir without replaying its journal. */
+static int mount_snapshot(const char *device, const char *dir) {
+        const char *type = NULL, *data = NULL;
+        blkid_probe pr;
+        int r;
+
+        pr = blkid_new_probe_from_filename(device);
+        if (!pr)
+                return -errno ?: -ENOMEM;
+        blkid_probe_enable_superblocks(pr, true);
+        blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE);
+        if (blkid_do_safeprobe(pr) != 0 || blkid_probe_lookup_value(pr, "TYPE", &type, NULL) < 0) {
+                blkid_free_probe(pr);
+                return -EMEDIUMTYPE;
+        }
+        if (strncmp(type, "ext", 3) == 0)
+                data = "noload";
+        else if (strcmp(type, "xfs") == 0)
+                data = "norecovery,nouuid";
+        r = mount(device, dir, type, MS_RDONLY | MS_NODEV | MS_NOSUID | MS_NOEXEC, data) < 0 ? -errno : 0;
+        blkid_free_probe(pr);
+        return r;
+}
+
+int boot_copy_put_back(const struct snapshot *s, uint64_t *ret_bytes) {
+        _cleanup_free_ char *mnt = NULL, *boot = NULL, *snap = NULL, *device = NULL, *copy = NULL,
+                            *manifest = NULL;
+        char dir[] = "/run/rollback-boot.XXXXXX";
+        int r;
+
+        *ret_bytes = 0;
+        r = boot_of(s->volume, &mnt, &boot);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        if (!s->boot_digest)
+                return -ENODATA;
+        if ((r = name_snapshot(s, &snap)) < 0 || (r = join("/dev/mapper", snap, &device)) < 0)
+                return r;
+        if (!mkdtemp(dir))
+                return -errno;
+        r = mount_snapshot(device, dir);
+        if (r >= 0) {
+                if ((r = join(dir, COPY_DIR, &copy)) >= 0 && (r = join(dir, COPY_MANIFEST, &manifest)) >= 0)
+                        r = rb_boot_copy_restore(copy, manifest, s->boot_digest, boot, ret_bytes);
+                (void) umount2(dir, MNT_DETACH);
+        }
+        (void) rmdir(dir);
+        /* The snapshot holds no copy, or not the one recorded: it cannot vouch for /boot. */
+        if (r == -ENOENT)
+                return -ENODATA;
+        if (r == -EBADMSG)
+                return -EILSEQ;
+        return r;
+}

@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# /boot follows the root volume (docs/boot.md), with /boot on its own
+# filesystem outside LVM (arg "separate", as Debian's guided LVM install
+# makes it) or a directory of the root LV ("directory"): a snapshot holds a
+# copy of /boot, and a revert puts it back exactly before anything is
+# recorded; a damaged or missing copy and a /boot without room are refused
+# with one line and nothing changed.
+. ./lib.sh
+. ./lib-userspace.sh
+ctl="rollbackctl --no-daemon"
+layout=$1
+
+# Type, mode, owner, mtime, link target and checksum of everything in /boot.
+boot_sums() {
+        (cd /mnt/boot && find . ! -name . ! -path './lost+found*' | sort | xargs stat -c '%F %a %u %g %Y %N' &&
+                find . -type f ! -path './lost+found/*' | sort | xargs md5sum)
+}
+
+revert_pending() {
+        $ctl --json list | grep -q '"revert_pending": true'
+}
+
+make_lvm
+populate
+mkdir -p /mnt/boot
+if [ "$layout" = separate ]; then
+        must mkfs.ext4 -q -F /dev/vdb
+        must mount /dev/vdb /mnt/boot
+fi
+mkdir -p /mnt/boot/grub
+dd if=/dev/urandom of=/mnt/boot/vmlinuz-6.1.0-1 bs=64k count=16 2>/dev/null
+dd if=/dev/urandom of=/mnt/boot/initrd.img-6.1.0-1 bs=64k count=48 2>/dev/null
+echo "set default=6.1.0-1" > /mnt/boot/grub/grub.cfg
+chmod 600 /mnt/boot/vmlinuz-6.1.0-1
+ln -s vmlinuz-6.1.0-1 /mnt/boot/vmlinuz
+sync
+boot_sums > /tmp/boot-pre
+
+step "a snapshot holds a copy of /boot ($layout)"
+must $ctl init /dev/mapper/vg0-pool
+must $ctl config chunk_sectors=8 full_wait_seconds=1
+must $ctl snapshot --name pre --size 24M vg0-root
+$ctl --json list | grep -q '"boot_copy": true' || fail "list --json does not show pre's copy of /boot"
+must mount -o ro,noload /dev/mapper/rollback-pre /snap
+[ -s /snap/var/lib/rollback/boot.manifest ] || fail "the snapshot holds no manifest of /boot"
+cmp -s /snap/var/lib/rollback/boot/initrd.img-6.1.0-1 /mnt/boot/initrd.img-6.1.0-1 ||
+        fail "the snapshot's copy of the initramfs differs"
+umount /snap
+
+step "an upgrade: a new kernel, the old initramfs gone, GRUB's default moved"
+dd if=/dev/urandom of=/mnt/boot/vmlinuz-6.1.0-2 bs=64k count=16 2>/dev/null
+dd if=/dev/urandom of=/mnt/boot/initrd.img-6.1.0-2 bs=64k count=48 2>/dev/null
+rm /mnt/boot/initrd.img-6.1.0-1
+echo "set default=6.1.0-2" > /mnt/boot/grub/grub.cfg
+ln -sf vmlinuz-6.1.0-2 /mnt/boot/vmlinuz
+churn
+sync
+boot_sums > /tmp/boot-post
+cmp -s /tmp/boot-pre /tmp/boot-post && fail "the upgrade changed nothing in /boot"
+
+step "a damaged copy is refused, nothing changed"
+must $ctl snapshot --name damaged --size 24M vg0-root
+must mount /dev/mapper/rollback-damaged /snap
+echo "set default=evil" > /snap/var/lib/rollback/boot/grub/grub.cfg
+umount /snap
+expect_rc 6 $ctl revert damaged
+boot_sums | cmp -s - /tmp/boot-post || fail "a refused revert changed /boot"
+revert_pending && fail "a refused revert was recorded"
+
+step "a missing copy is refused, nothing changed; --keep-boot reverts the volume alone"
+must mount /dev/mapper/rollback-damaged /snap
+rm /snap/var/lib/rollback/boot.manifest
+umount /snap
+expect_rc 6 $ctl revert damaged
+revert_pending && fail "a refused revert was recorded"
+must $ctl revert damaged --keep-boot
+revert_pending || fail "revert --keep-boot was not recorded"
+boot_sums | cmp -s - /tmp/boot-post || fail "revert --keep-boot changed /boot"
+must $ctl cancel-revert
+must $ctl delete damaged
+
+# A /boot directory's room is the root's: filling it would overflow the snapshots.
+if [ "$layout" = separate ]; then
+        step "a /boot without room for what the revert puts back is refused, nothing changed"
+        dd if=/dev/zero of=/mnt/boot/filler bs=64k 2>/dev/null
+        sync
+        boot_sums > /tmp/boot-full
+        expect_rc 5 $ctl revert pre
+        boot_sums | cmp -s - /tmp/boot-full || fail "a refused revert changed /boot"
+        revert_pending && fail "a refused revert was recorded"
+        rm /mnt/boot/filler
+        sync
+fi
+
+step "revert puts the pre-upgrade /boot back exactly, then records the revert"
+must $ctl revert pre
+revert_pending || fail "the revert was not recorded"
+boot_sums > /tmp/boot-now
+cmp -s /tmp/boot-pre /tmp/boot-now || { diff /tmp/boot-pre /tmp/boot-now; fail "/boot is not what it was before the upgrade"; }
+
+step "the merge brings the root back, and /boot still matches it"
+must $ctl cancel-revert
+[ "$layout" = separate ] && must umount /mnt/boot
+must umount /mnt
+must $ctl revert pre --now --keep-boot
+must $ctl wait --timeout 300
+must mount /dev/mapper/vg0-root /mnt
+[ "$layout" = separate ] && must mount /dev/vdb /mnt/boot
+boot_sums | cmp -s - /tmp/boot-pre || fail "/boot changed after the merge"
+grep -qx "version 1" /mnt/etc/pkg-version || fail "the root was not merged back"
+pass

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /*
@@ -40,7 +41,12 @@ int boot_copy_take(const char *volume, char **ret_digest);
 
 /*
  * For a revert to s: when its volume is mounted with a /boot, the copy s
- * holds is put back there.  -ENODATA when s holds no copy, -EILSEQ when it
- * does not match the digest recorded, -ENOSPC when /boot cannot hold it.
+ * holds is put back there, and with save_replaced the /boot it replaces is
+ * kept first for cancel-revert (*ret_replaced: its digest).  -ENODATA when
+ * s holds no copy, -EILSEQ when it does not match the digest recorded,
+ * -ENOSPC when /boot cannot hold it; /boot is unchanged then.
  */
-int boot_copy_put_back(const struct snapshot *s, uint64_t *ret_bytes);
+int boot_copy_put_back(const struct snapshot *s, bool save_replaced, char **ret_replaced, uint64_t *ret_bytes);
+
+/* For cancel-revert: the /boot that a revert of volume replaced goes back, with the same errors. */
+int boot_copy_put_back_replaced(const char *volume, const char *digest);

@@ -8,6 +8,7 @@
  */
 #include <blkid.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,9 @@
 #define COPY_PARENT "var/lib/rollback"
 #define COPY_DIR COPY_PARENT "/boot"
 #define COPY_MANIFEST COPY_PARENT "/boot.manifest"
+/* The /boot a pending revert replaced, for cancel-revert: on the live volume, not in a snapshot. */
+#define REPLACED_DIR COPY_PARENT "/boot-replaced"
+#define REPLACED_MANIFEST COPY_PARENT "/boot-replaced.manifest"
 
 /* Where the filesystem on devnum is mounted whole (not a bind mount of a part): -ENOENT if nowhere. */
 static int mountpoint_of(dev_t devnum, char **ret) {
@@ -94,9 +98,33 @@ static int boot_of(const char *volume, char **ret_mnt, char **ret_boot) {
         return 0;
 }
 
-int boot_copy_take(const char *volume, char **ret_digest) {
-        _cleanup_free_ char *mnt = NULL, *boot = NULL, *copy = NULL, *manifest = NULL;
+/* Copies boot into dir of the volume mounted at mnt. */
+static int save_into(const char *mnt, const char *boot, const char *dir, const char *manifest, char **ret_digest) {
+        _cleanup_free_ char *copy = NULL, *list = NULL;
         char digest[RB_BOOT_DIGEST_LEN + 1];
+        int r;
+
+        for (const char *const *d = (const char *const[]) { "var", "var/lib", COPY_PARENT, NULL }; *d; d++) {
+                _cleanup_free_ char *path = NULL;
+
+                if ((r = join(mnt, *d, &path)) < 0)
+                        return r;
+                if (mkdir(path, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+        }
+        if ((r = join(mnt, dir, &copy)) < 0 || (r = join(mnt, manifest, &list)) < 0)
+                return r;
+        r = rb_boot_copy_save(boot, copy, list, digest);
+        if (r == -ENOSPC || r == -EDQUOT)
+                return -EDQUOT;         /* the volume's room, not the pool's */
+        if (r < 0)
+                return r;
+        *ret_digest = strdup(digest);
+        return *ret_digest ? 1 : -ENOMEM;
+}
+
+int boot_copy_take(const char *volume, char **ret_digest) {
+        _cleanup_free_ char *mnt = NULL, *boot = NULL;
         struct statvfs sv;
         int r;
 
@@ -111,23 +139,16 @@ int boot_copy_take(const char *volume, char **ret_digest) {
                 return -errno;
         if (sv.f_flag & ST_RDONLY)
                 return 0;
-        if ((r = join(mnt, COPY_DIR, &copy)) < 0 || (r = join(mnt, COPY_MANIFEST, &manifest)) < 0)
-                return r;
-        for (const char *const *d = (const char *const[]) { "var", "var/lib", COPY_PARENT, NULL }; *d; d++) {
-                _cleanup_free_ char *path = NULL;
+        return save_into(mnt, boot, COPY_DIR, COPY_MANIFEST, ret_digest);
+}
 
-                if ((r = join(mnt, *d, &path)) < 0)
-                        return r;
-                if (mkdir(path, 0755) < 0 && errno != EEXIST)
-                        return -errno;
-        }
-        r = rb_boot_copy_save(boot, copy, manifest, digest);
-        if (r == -ENOSPC || r == -EDQUOT)
-                return -EDQUOT;         /* the volume's room, not the pool's */
-        if (r < 0)
-                return r;
-        *ret_digest = strdup(digest);
-        return *ret_digest ? 1 : -ENOMEM;
+/* The copy's errors as a revert tells them: none to be had, or not the one recorded. */
+static int copy_error(int r) {
+        if (r == -ENOENT)
+                return -ENODATA;
+        if (r == -EBADMSG)
+                return -EILSEQ;
+        return r;
 }
 
 /* Mounts the snapshot's filesystem read-only at dir without replaying its journal. */
@@ -154,12 +175,13 @@ static int mount_snapshot(const char *device, const char *dir) {
         return r;
 }
 
-int boot_copy_put_back(const struct snapshot *s, uint64_t *ret_bytes) {
+int boot_copy_put_back(const struct snapshot *s, bool save_replaced, char **ret_replaced, uint64_t *ret_bytes) {
         _cleanup_free_ char *mnt = NULL, *boot = NULL, *snap = NULL, *device = NULL, *copy = NULL,
                             *manifest = NULL;
         char dir[] = "/run/rollback-boot.XXXXXX";
         int r;
 
+        *ret_replaced = NULL;
         *ret_bytes = 0;
         r = boot_of(s->volume, &mnt, &boot);
         if (r == -ENOENT)
@@ -170,6 +192,11 @@ int boot_copy_put_back(const struct snapshot *s, uint64_t *ret_bytes) {
                 return -ENODATA;
         if ((r = name_snapshot(s, &snap)) < 0 || (r = join("/dev/mapper", snap, &device)) < 0)
                 return r;
+        if (save_replaced) {
+                r = save_into(mnt, boot, REPLACED_DIR, REPLACED_MANIFEST, ret_replaced);
+                if (r < 0)
+                        return r;
+        }
         if (!mkdtemp(dir))
                 return -errno;
         r = mount_snapshot(device, dir);
@@ -179,10 +206,23 @@ int boot_copy_put_back(const struct snapshot *s, uint64_t *ret_bytes) {
                 (void) umount2(dir, MNT_DETACH);
         }
         (void) rmdir(dir);
-        /* The snapshot holds no copy, or not the one recorded: it cannot vouch for /boot. */
+        if (r < 0) {
+                free(*ret_replaced);
+                *ret_replaced = NULL;
+        }
+        return copy_error(r);
+}
+
+int boot_copy_put_back_replaced(const char *volume, const char *digest) {
+        _cleanup_free_ char *mnt = NULL, *boot = NULL, *copy = NULL, *manifest = NULL;
+        int r;
+
+        r = boot_of(volume, &mnt, &boot);
         if (r == -ENOENT)
-                return -ENODATA;
-        if (r == -EBADMSG)
-                return -EILSEQ;
-        return r;
+                return 0;
+        if (r < 0)
+                return r;
+        if ((r = join(mnt, REPLACED_DIR, &copy)) < 0 || (r = join(mnt, REPLACED_MANIFEST, &manifest)) < 0)
+                return r;
+        return copy_error(rb_boot_copy_restore(copy, manifest, digest, boot, NULL));
 }

@@ -458,6 +458,7 @@ static void volume_done(struct volume *v) {
         free(v->table);
         free(v->revert);
         free(v->merging);
+        free(v->boot_replaced);
 }
 
 void pool_meta_done(struct pool_meta *m) {
@@ -518,6 +519,7 @@ int pool_meta_to_json(const struct pool_meta *m, char **ret) {
                 json_put_string(o, "table", v->table);
                 json_put_string(o, "revert", v->revert);
                 json_put_string(o, "merging", v->merging);
+                json_put_string(o, "boot_replaced", v->boot_replaced);
                 if (v->merging)
                         json_put_uint(o, "merge_start_usec", v->merge_start_usec);
                 /* A pending revert's size too: its merge may be over before the boot can read it. */
@@ -683,8 +685,11 @@ static int meta_from_json_object(json_object *root, struct pool_meta *m) {
                             (r = json_get_string(o, "merging", false, &v->merging)) < 0 ||
                             (r = json_get_uint(o, "merge_start_usec", 0, &v->merge_start_usec)) < 0 ||
                             (r = json_get_uint(o, "merge_start_chunks", 0, &v->merge_start_chunks)) < 0 ||
-                            (r = json_get_uint(o, "mount_count_max", 0, &v->mount_count_max)) < 0)
+                            (r = json_get_uint(o, "mount_count_max", 0, &v->mount_count_max)) < 0 ||
+                            (r = json_get_string(o, "boot_replaced", false, &v->boot_replaced)) < 0)
                                 return r;
+                        if (v->boot_replaced && !rb_boot_digest_is_valid(v->boot_replaced))
+                                return -EUCLEAN;
                         /* Absent in pools of older versions and for other filesystems: unknown. */
                         v->mount_count_known = json_object_object_get_ex(o, "mount_count_max", NULL);
                 }

@@ -78,6 +78,7 @@ struct volume {
         char *table;            /* the volume's own table, lines "start len target args" */
         char *revert;           /* snapshot to merge at the next boot, or NULL */
         char *merging;          /* snapshot being merged now, or NULL */
+        char *boot_replaced;    /* digest of the /boot a pending revert replaced, kept for cancel-revert, or NULL */
         uint64_t merge_start_usec;
         uint64_t merge_start_chunks;    /* exceptions to merge when it started */
         /*

@@ -27,14 +27,23 @@ static const char *const merge_state_table[_MERGE_STATE_MAX] = {
 
 DEFINE_STRING_TABLE(merge_state, enum merge_state, _MERGE_STATE_MAX);
 
-int rb_cancel_revert(struct pool *p, const char *volume) {
+int rb_cancel_revert(struct pool *p, const char *volume, bool keep_boot) {
         unsigned n = 0;
+        int r;
 
         for (size_t i = 0; i < p->meta.n_volumes; i++) {
                 struct volume *v = &p->meta.volumes[i];
 
                 if ((volume && strcmp(v->name, volume) != 0) || !v->revert)
                         continue;
+                /* The /boot the revert replaced goes back first: the next boot starts the kernel it had. */
+                if (!keep_boot && v->boot_replaced) {
+                        r = boot_copy_put_back_replaced(v->name, v->boot_replaced);
+                        if (r < 0)
+                                return r;
+                }
+                free(v->boot_replaced);
+                v->boot_replaced = NULL;
                 free(v->revert);
                 v->revert = NULL;
                 v->merge_start_chunks = 0;
@@ -158,14 +167,24 @@ int rb_revert(struct pool *p, const char *name, bool now, bool keep_boot) {
                 return -EINPROGRESS;
 
         if (!now) {
+                _cleanup_free_ char *replaced = NULL;
                 uint64_t bytes;
 
+                /* Of a revert merged or forgotten since. */
+                if (!v->revert) {
+                        free(v->boot_replaced);
+                        v->boot_replaced = NULL;
+                }
                 /* Before it is recorded: the next boot's kernel must be one the reverted root has. */
                 if (!keep_boot) {
-                        r = boot_copy_put_back(s, &bytes);
+                        r = boot_copy_put_back(s, !v->boot_replaced, &replaced, &bytes);
                         if (r < 0)
                                 return r;
                         rb_crash_point("revert-boot");
+                        if (replaced) {
+                                free(v->boot_replaced);
+                                v->boot_replaced = TAKE_PTR(replaced);
+                        }
                 }
                 free(v->revert);
                 v->revert = strdup(name);

@@ -67,7 +67,8 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
 int rb_snapshot_delete(struct pool *p, const char *name);
 /* keep_boot: leave the volume's /boot as it is instead of putting back the snapshot's copy (boot-copy.h). */
 int rb_revert(struct pool *p, const char *name, bool now, bool keep_boot);
-int rb_cancel_revert(struct pool *p, const char *volume);
+/* keep_boot: leave /boot as the revert made it instead of putting back the one it replaced. */
+int rb_cancel_revert(struct pool *p, const char *volume, bool keep_boot);
 
 /* Grows a snapshot's COW by count extents. */
 int rb_snapshot_extend(struct pool *p, const char *name, uint64_t count);

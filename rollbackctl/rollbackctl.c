@@ -97,7 +97,8 @@ static int help(void) {
                "                          boot; --now at once, if the volume is not in use.\n"
                "                          /boot gets the copy NAME holds back first, so that\n"
                "       [--keep-boot]      the old kernel boots; --keep-boot leaves it as it is\n"
-               "  cancel-revert [VOLUME]  Forget a pending revert\n"
+               "  cancel-revert [VOLUME]  Forget a pending revert, and put back the /boot it\n"
+               "       [--keep-boot]      replaced; --keep-boot leaves /boot as it is\n"
                "  delete NAME             Delete a snapshot and free its extents\n"
                "  wait [--timeout SEC]    Wait until running merges are done, with progress\n"
                "  config [KEY[=VALUE]...] Show or change pool settings\n"
@@ -240,7 +241,7 @@ static int op_direct(struct op *op) {
                         if (r < 0)
                                 return r;
                 }
-                return rb_cancel_revert(p, volume);
+                return rb_cancel_revert(p, volume, op->keep_boot);
         case OP_POLL:
                 for (size_t i = 0; i < p->meta.n_volumes; i++) {
                         struct rb_merge_progress mp;
@@ -301,8 +302,12 @@ static int op_bus(sd_bus *bus, struct op *op) {
                                                &error, &reply, "sb", op->name, op->now);
                 break;
         case OP_CANCEL:
-                r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "CancelRevert",
-                                       &error, &reply, "s", op->volume ?: "");
+                if (op->keep_boot)
+                        r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "CancelRevertEx",
+                                               &error, &reply, "sb", op->volume ?: "", op->keep_boot);
+                else
+                        r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "CancelRevert",
+                                               &error, &reply, "s", op->volume ?: "");
                 break;
         case OP_LIST:
                 r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "ListSnapshots",
@@ -618,7 +623,7 @@ static int verb_revert(int argc, char *argv[]) {
 }
 
 static int verb_cancel_revert(int argc, char *argv[]) {
-        struct op op = { .kind = OP_CANCEL };
+        struct op op = { .kind = OP_CANCEL, .keep_boot = arg_keep_boot };
         int r;
 
         if (argc > 2) {
@@ -627,12 +632,24 @@ static int verb_cancel_revert(int argc, char *argv[]) {
         }
         op.volume = argc > 1 ? argv[1] : NULL;
         r = run_op(&op);
-        if (r == -ENOENT) {
+        switch (-r) {
+        case 0:
+                return 0;
+        case ENOENT:
                 log_error("no revert is pending");
                 return EXIT_NOT_FOUND;
-        }
-        if (r < 0)
+        case ENODATA:
+        case EILSEQ:
+                log_error("the copy of the /boot that the revert replaced is %s; nothing was changed "
+                          "(--keep-boot forgets the revert and leaves /boot as it is)",
+                          r == -ENODATA ? "gone" : "damaged");
+                return EXIT_FAIL;
+        case ENOSPC:
+                log_error("/boot has no room for the files that the revert replaced; nothing was changed");
+                return EXIT_NO_SPACE;
+        default:
                 return log_op_error(r, "Failed to cancel the revert");
+        }
         return 0;
 }
 

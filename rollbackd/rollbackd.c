@@ -171,7 +171,7 @@ static int method_cancel_revert(sd_bus_message *m, void *userdata, sd_bus_error 
         _cleanup_close_ int lock = -1;
         _cleanup_free_ char *volume = NULL;
         const char *vol_arg;
-        int r;
+        int keep_boot = false, r;
 
         r = check_root(m, error);
         if (r < 0)
@@ -179,6 +179,12 @@ static int method_cancel_revert(sd_bus_message *m, void *userdata, sd_bus_error 
         r = sd_bus_message_read(m, "s", &vol_arg);
         if (r < 0)
                 return r;
+        /* CancelRevertEx: CancelRevert's argument, then whether /boot stays as the revert made it. */
+        if (sd_bus_message_has_signature(m, "sb")) {
+                r = sd_bus_message_read(m, "b", &keep_boot);
+                if (r < 0)
+                        return r;
+        }
         r = rb_pool_open_locked(arg_pool, &p, &lock);
         if (r < 0)
                 return reply_error(error, r, "Cannot open the pool");
@@ -187,7 +193,7 @@ static int method_cancel_revert(sd_bus_message *m, void *userdata, sd_bus_error 
                 if (r < 0)
                         return reply_error(error, r, "Cannot find the volume");
         }
-        r = rb_cancel_revert(p, volume);
+        r = rb_cancel_revert(p, volume, keep_boot);
         if (r < 0)
                 return reply_error(error, r, "Cannot cancel the revert");
         log_info("Cancelled the pending revert.");
@@ -237,6 +243,8 @@ static const sd_bus_vtable manager_vtable[] = {
                                  "", , method_revert, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("CancelRevert", "s", SD_BUS_PARAM(volume), "", , method_cancel_revert,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("CancelRevertEx", "sb", SD_BUS_PARAM(volume) SD_BUS_PARAM(keep_boot), "", ,
+                                 method_cancel_revert, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("ListSnapshots", "", , "s", SD_BUS_PARAM(json), method_list,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("GetStatus", "", , "s", SD_BUS_PARAM(json), method_status,

@@ -73,6 +73,7 @@ static void test_round_trip(void) {
         v->revert = strdup("one");
         v->mount_count_known = true;
         v->mount_count_max = 7;
+        v->boot_replaced = strdup(DIGEST);
         add(p, "one", 3);
         s = add(p, "two", 2);
         s->state = SNAPSHOT_INVALID;
@@ -91,6 +92,7 @@ static void test_round_trip(void) {
         CHECK(q->meta.snapshots[1].extents[0].start == 3);
         CHECK(strcmp(q->meta.snapshots[0].description, "before \"apt upgrade\"") == 0);
         CHECK(!q->meta.snapshots[0].boot_digest && strcmp(q->meta.snapshots[1].boot_digest, DIGEST) == 0);
+        CHECK(strcmp(q->meta.volumes[0].boot_replaced, DIGEST) == 0);
         CHECK_R(pool_meta_to_json(&q->meta, &b));
         CHECK(strcmp(a, b) == 0);
         free(a);
@@ -346,6 +348,7 @@ static void test_hostile_document(void) {
                 DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[0, 1]], \"boot_digest\": \"E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855\"")),
                 DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[0, 1]], \"boot_digest\": \"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b85\"")),
                 DOC(VOL("vg0-root", ""), SNAP("a", ID1, "vg0-root", "8", "[[0, 1]], \"boot_digest\": 7")),
+                DOC(VOL("vg0-root", ", \"boot_replaced\": \"/etc\""), ""),
                 DOC(VOL("vg0-root", "") ", " VOL("vg0-root", ""), ""),
                 DOC(VOL("vg0-root", ", \"revert\": \"gone\""), SNAP("a", ID1, "vg0-root", "8", "[[0, 1]]")),
                 DOC(VOL("vg0-root", ", \"mount_count_max\": 65537"), ""),

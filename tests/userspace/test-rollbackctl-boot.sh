@@ -3,8 +3,9 @@
 # filesystem outside LVM (arg "separate", as Debian's guided LVM install
 # makes it) or a directory of the root LV ("directory"): a snapshot holds a
 # copy of /boot, and a revert puts it back exactly before anything is
-# recorded; a damaged or missing copy and a /boot without room are refused
-# with one line and nothing changed.
+# recorded, and cancel-revert puts back the /boot it replaced; a damaged or
+# missing copy and a /boot without room are refused with one line and
+# nothing changed.
 . ./lib.sh
 . ./lib-userspace.sh
 ctl="rollbackctl --no-daemon"
@@ -20,6 +21,9 @@ revert_pending() {
         $ctl --json list | grep -q '"revert_pending": true'
 }
 
+# Each revert and cancel-revert here rewrites /boot and a copy of it on the
+# root (twice for a /boot directory) while no daemon grows the COW.
+POOL_SIZE=100M
 make_lvm
 populate
 mkdir -p /mnt/boot
@@ -39,7 +43,7 @@ boot_sums > /tmp/boot-pre
 step "a snapshot holds a copy of /boot ($layout)"
 must $ctl init /dev/mapper/vg0-pool
 must $ctl config chunk_sectors=8 full_wait_seconds=1
-must $ctl snapshot --name pre --size 24M vg0-root
+must $ctl snapshot --name pre --size 64M vg0-root
 $ctl --json list | grep -q '"boot_copy": true' || fail "list --json does not show pre's copy of /boot"
 must mount -o ro,noload /dev/mapper/rollback-pre /snap
 [ -s /snap/var/lib/rollback/boot.manifest ] || fail "the snapshot holds no manifest of /boot"
@@ -98,8 +102,20 @@ revert_pending || fail "the revert was not recorded"
 boot_sums > /tmp/boot-now
 cmp -s /tmp/boot-pre /tmp/boot-now || { diff /tmp/boot-pre /tmp/boot-now; fail "/boot is not what it was before the upgrade"; }
 
-step "the merge brings the root back, and /boot still matches it"
+step "cancel-revert puts back the /boot the revert replaced, also after a second revert"
 must $ctl cancel-revert
+revert_pending && fail "cancel-revert left the revert pending"
+boot_sums | cmp -s - /tmp/boot-post || fail "cancel-revert did not put back the post-upgrade /boot"
+must $ctl revert pre
+must $ctl revert pre
+boot_sums | cmp -s - /tmp/boot-pre || fail "a second revert changed /boot"
+must $ctl cancel-revert
+boot_sums | cmp -s - /tmp/boot-post || fail "cancel-revert after two reverts did not put back the post-upgrade /boot"
+
+step "the merge brings the root back, and /boot still matches it"
+must $ctl revert pre
+must $ctl cancel-revert --keep-boot
+boot_sums | cmp -s - /tmp/boot-pre || fail "cancel-revert --keep-boot changed /boot"
 [ "$layout" = separate ] && must umount /mnt/boot
 must umount /mnt
 must $ctl revert pre --now --keep-boot

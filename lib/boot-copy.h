@@ -44,7 +44,9 @@ int boot_copy_take(const char *volume, char **ret_digest);
  * holds is put back there, and with save_replaced the /boot it replaces is
  * kept first for cancel-revert (*ret_replaced: its digest).  -ENODATA when
  * s holds no copy, -EILSEQ when it does not match the digest recorded,
- * -ENOSPC when /boot cannot hold it; /boot is unchanged then.
+ * -ENOEXEC when no kernel in it has an initramfs with rollback's hook (no
+ * boot could start the merge), -ENOSPC when /boot cannot hold it; /boot is
+ * unchanged then.
  */
 int boot_copy_put_back(const struct snapshot *s, bool save_replaced, char **ret_replaced, uint64_t *ret_bytes);
 

@@ -7,6 +7,7 @@
  * (docs/boot.md).
  */
 #include <blkid.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 
 #include "boot-copy.h"
 #include "dm.h"
+#include "initramfs.h"
 #include "macro.h"
 #include "rollback.h"
 #include "tables.h"
@@ -175,6 +177,42 @@ static int mount_snapshot(const char *device, const char *dir) {
         return r;
 }
 
+static bool is_initramfs_name(const char *name) {
+        return strncmp(name, "initrd.img-", 11) == 0 || strncmp(name, "initramfs-", 10) == 0 ||
+               strncmp(name, "initrd-", 7) == 0;
+}
+
+static int cmp_names_desc(const struct dirent **a, const struct dirent **b) {
+        return -strverscmp((*a)->d_name, (*b)->d_name);
+}
+
+/*
+ * Whether some kernel in the copy has an initramfs with rollback's hook,
+ * which the boot into the merge needs: newest first, the first one found
+ * will do.  One that cannot be read here (no decompressor) counts as yes.
+ */
+static int copy_can_start_merge(const char *copy) {
+        struct dirent **names = NULL;
+        int n, r = -ENOEXEC;
+
+        n = scandir(copy, &names, NULL, cmp_names_desc);
+        if (n < 0)
+                return -errno;
+        for (int i = 0; i < n; i++) {
+                _cleanup_free_ char *path = NULL;
+
+                if (r == -ENOEXEC && is_initramfs_name(names[i]->d_name) && join(copy, names[i]->d_name, &path) >= 0) {
+                        int k = initramfs_has(path, RB_INITRAMFS_HOOK);
+
+                        if (k > 0 || k == -ENOPKG || k == -EMEDIUMTYPE)
+                                r = 0;
+                }
+                free(names[i]);
+        }
+        free(names);
+        return r;
+}
+
 int boot_copy_put_back(const struct snapshot *s, bool save_replaced, char **ret_replaced, uint64_t *ret_bytes) {
         _cleanup_free_ char *mnt = NULL, *boot = NULL, *snap = NULL, *device = NULL, *copy = NULL,
                             *manifest = NULL;
@@ -201,7 +239,8 @@ int boot_copy_put_back(const struct snapshot *s, bool save_replaced, char **ret_
                 return -errno;
         r = mount_snapshot(device, dir);
         if (r >= 0) {
-                if ((r = join(dir, COPY_DIR, &copy)) >= 0 && (r = join(dir, COPY_MANIFEST, &manifest)) >= 0)
+                if ((r = join(dir, COPY_DIR, &copy)) >= 0 && (r = join(dir, COPY_MANIFEST, &manifest)) >= 0 &&
+                    (r = copy_can_start_merge(copy)) >= 0)
                         r = rb_boot_copy_restore(copy, manifest, s->boot_digest, boot, ret_bytes);
                 (void) umount2(dir, MNT_DETACH);
         }

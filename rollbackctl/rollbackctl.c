@@ -614,6 +614,11 @@ static int verb_revert(int argc, char *argv[]) {
                 log_error("the copy of /boot that '%s' holds is damaged; nothing was changed "
                           "(--keep-boot reverts the volume alone)", op.name);
                 return EXIT_INVALID_SNAPSHOT;
+        case ENOEXEC:
+                log_error("no kernel in the /boot that '%s' holds has an initramfs with rollback's hook, so no boot "
+                          "could start the merge; nothing was changed (--keep-boot reverts the volume alone)",
+                          op.name);
+                return EXIT_INVALID_SNAPSHOT;
         case ENOSPC:
                 log_error("/boot has no room for the files that '%s' puts back; nothing was changed", op.name);
                 return EXIT_NO_SPACE;

@@ -4,8 +4,8 @@
 # makes it) or a directory of the root LV ("directory"): a snapshot holds a
 # copy of /boot, and a revert puts it back exactly before anything is
 # recorded, and cancel-revert puts back the /boot it replaced; a damaged or
-# missing copy and a /boot without room are refused with one line and
-# nothing changed.
+# missing copy, one with no initramfs that carries rollback's hook and a
+# /boot without room are refused with one line and nothing changed.
 . ./lib.sh
 . ./lib-userspace.sh
 ctl="rollbackctl --no-daemon"
@@ -15,6 +15,21 @@ layout=$1
 boot_sums() {
         (cd /mnt/boot && find . ! -name . ! -path './lost+found*' | sort | xargs stat -c '%F %a %u %g %Y %N' &&
                 find . -type f ! -path './lost+found/*' | sort | xargs md5sum)
+}
+
+# newc_entry NAME DATA: one entry of a cpio archive as the kernel reads it.
+newc_entry() {
+        n=$((${#1} + 1)) size=${#2}
+        printf '070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X' 1 33188 0 0 1 0 "$size" 0 0 0 0 "$n" 0
+        printf '%s\0' "$1"
+        head -c $(((4 - (110 + n) % 4) % 4)) /dev/zero
+        printf '%s' "$2"
+        head -c $(((4 - size % 4) % 4)) /dev/zero
+}
+
+# fake_initramfs FILE PATH: an initramfs as dracut compresses it, holding PATH.
+fake_initramfs() {
+        { newc_entry "$2" "#!/bin/sh"; newc_entry "TRAILER!!!" ""; } | gzip -c > "$1"
 }
 
 revert_pending() {
@@ -33,7 +48,8 @@ if [ "$layout" = separate ]; then
 fi
 mkdir -p /mnt/boot/grub
 dd if=/dev/urandom of=/mnt/boot/vmlinuz-6.1.0-1 bs=64k count=16 2>/dev/null
-dd if=/dev/urandom of=/mnt/boot/initrd.img-6.1.0-1 bs=64k count=48 2>/dev/null
+fake_initramfs /mnt/boot/initrd.img-6.1.0-1 var/lib/dracut/hooks/pre-mount/10-rollback-pre-mount.sh
+dd if=/dev/urandom of=/mnt/boot/System.map-6.1.0-1 bs=64k count=32 2>/dev/null
 echo "set default=6.1.0-1" > /mnt/boot/grub/grub.cfg
 chmod 600 /mnt/boot/vmlinuz-6.1.0-1
 ln -s vmlinuz-6.1.0-1 /mnt/boot/vmlinuz
@@ -82,6 +98,18 @@ revert_pending || fail "revert --keep-boot was not recorded"
 boot_sums | cmp -s - /tmp/boot-post || fail "revert --keep-boot changed /boot"
 must $ctl cancel-revert
 must $ctl delete damaged
+
+step "a /boot with no initramfs that carries rollback's hook is refused, nothing changed"
+cp -p /mnt/boot/initrd.img-6.1.0-2 /tmp/initrd-2
+fake_initramfs /mnt/boot/initrd.img-6.1.0-2 var/lib/dracut/hooks/pre-mount/30-other.sh
+sync
+must $ctl snapshot --name nohook --size 24M vg0-root
+cp -p /tmp/initrd-2 /mnt/boot/initrd.img-6.1.0-2
+sync
+expect_rc 6 $ctl revert nohook
+boot_sums | cmp -s - /tmp/boot-post || fail "a refused revert changed /boot"
+revert_pending && fail "a refused revert was recorded"
+must $ctl delete nohook
 
 # A /boot directory's room is the root's: filling it would overflow the snapshots.
 if [ "$layout" = separate ]; then

@@ -189,11 +189,14 @@ static int cmp_names_desc(const struct dirent **a, const struct dirent **b) {
 /*
  * Whether some kernel in the copy has an initramfs with rollback's hook,
  * which the boot into the merge needs: newest first, the first one found
- * will do.  One that cannot be read here (no decompressor) counts as yes.
+ * will do.  One that cannot be read here (no decompressor) counts as yes,
+ * and so does a /boot with no initramfs at all: the kernel boots from
+ * elsewhere (an ESP, the hypervisor), and /boot cannot tell.
  */
 static int copy_can_start_merge(const char *copy) {
         struct dirent **names = NULL;
-        int n, r = -ENOEXEC;
+        bool seen = false, found = false;
+        int n;
 
         n = scandir(copy, &names, NULL, cmp_names_desc);
         if (n < 0)
@@ -201,16 +204,16 @@ static int copy_can_start_merge(const char *copy) {
         for (int i = 0; i < n; i++) {
                 _cleanup_free_ char *path = NULL;
 
-                if (r == -ENOEXEC && is_initramfs_name(names[i]->d_name) && join(copy, names[i]->d_name, &path) >= 0) {
+                if (!found && is_initramfs_name(names[i]->d_name) && join(copy, names[i]->d_name, &path) >= 0) {
                         int k = initramfs_has(path, RB_INITRAMFS_HOOK);
 
-                        if (k > 0 || k == -ENOPKG || k == -EMEDIUMTYPE)
-                                r = 0;
+                        seen = true;
+                        found = k > 0 || k == -ENOPKG || k == -EMEDIUMTYPE;
                 }
                 free(names[i]);
         }
         free(names);
-        return r;
+        return seen && !found ? -ENOEXEC : 0;
 }
 
 int boot_copy_put_back(const struct snapshot *s, bool save_replaced, char **ret_replaced, uint64_t *ret_bytes) {

@@ -4,7 +4,7 @@
 # snapshots, an overflow reported invalid, a merge finished by the daemon,
 # a write faster than the daemon's poll, and an overflow reported at once by
 # the device-mapper event with the poll far away; a snapshot sized for the
-# writes a package change expects.
+# writes a package change expects; /boot copied and put back through it.
 . ./lib.sh
 . ./lib-userspace.sh
 ctl=rollbackctl
@@ -238,6 +238,27 @@ cat /tmp/err
 grep -q "cannot hold the 15.0M this change is expected to write" /tmp/err || fail "no word of the expected writes"
 [ "$($ctl --json list | json_field name | wc -l)" = "$count" ] || fail "a refused estimate left a snapshot"
 must $ctl delete sized
+
+# docs/boot.md; the layouts and refusals: test-rollbackctl-boot.
+step "/boot through the daemon: a snapshot copies it, revert and cancel-revert put it back, EILSEQ crosses the bus"
+mkdir -p /mnt/boot
+echo "set default=old" > /mnt/boot/grub.cfg
+dd if=/dev/urandom of=/mnt/boot/initrd.img-1 bs=64k count=4 2>/dev/null
+sync
+must $ctl snapshot --name withboot vg0-root
+$ctl --json list | grep -q '"boot_copy": true' || fail "the daemon's snapshot holds no copy of /boot"
+echo "set default=new" > /mnt/boot/grub.cfg
+sync
+must $ctl revert withboot
+grep -qx "set default=old" /mnt/boot/grub.cfg || fail "revert through the daemon did not put /boot back"
+must $ctl cancel-revert
+grep -qx "set default=new" /mnt/boot/grub.cfg || fail "cancel-revert through the daemon did not put /boot back"
+must mount /dev/mapper/rollback-withboot /snap
+echo "set default=evil" > /snap/var/lib/rollback/boot/grub.cfg
+umount /snap
+expect_rc 6 $ctl revert withboot
+grep -q "damaged" /tmp/err || fail "the daemon's refusal does not say the copy is damaged"
+must $ctl delete withboot
 umount /mnt
 cat /tmp/rollbackd.log
 pass

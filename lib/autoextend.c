@@ -139,29 +139,21 @@ void make_room_before_suspend(struct pool *p, const char *volume, const char *ex
 }
 
 /*
- * A merge of the snapshot named merging writes each of its chunks into the
- * volume, and every other snapshot of the volume copies what that
- * overwrites.  The merge may run at boot, before rollbackd can grow
- * anything: before a revert, each other snapshot grows to hold that many
- * more chunks and their metadata (16 bytes each).  Best effort, as above.
+ * Grows each active snapshot of volume (but the one named except) to hold
+ * sectors more of writes to the volume: the chunks they copy and their
+ * metadata (16 bytes each).  Best effort, while the pool has room.
  */
-void make_room_for_merge(struct pool *p, const char *merging) {
-        const struct snapshot *m = pool_find_snapshot(p, merging);
-        _cleanup_free_ char *volume = NULL;
-        struct rb_usage mu;
-        uint64_t sectors;
+void make_room_for_writes(struct pool *p, const char *volume, const char *except, uint64_t sectors) {
+        _cleanup_free_ char *vol = strdup(volume);
 
-        if (!m || rb_snapshot_usage(p, m, &mu) < 0 || !mu.present || mu.invalid)
+        if (!vol)
                 return;
-        sectors = mu.exceptions * m->chunk_sectors;
-        volume = strdup(m->volume);
-        if (!volume)
-                return;
+        /* p->meta.snapshots is read again each time: a failed extension reloads the pool. */
         for (size_t i = 0; i < p->meta.n_snapshots; i++) {
                 const struct snapshot *s = &p->meta.snapshots[i];
                 uint64_t chunks, need, room, add;
 
-                if (!cow_room(p, s, volume, merging, &room))
+                if (!cow_room(p, s, vol, except, &room))
                         continue;
                 chunks = DIV_ROUND_UP(sectors, s->chunk_sectors);
                 need = (chunks + chunks / (s->chunk_sectors * 512 / 16) + 1) * s->chunk_sectors;
@@ -173,4 +165,22 @@ void make_room_for_merge(struct pool *p, const char *merging) {
                 if (add > 0)
                         (void) rb_snapshot_extend(p, s->name, add);
         }
+}
+
+/*
+ * A merge of the snapshot named merging writes each of its chunks into the
+ * volume, and every other snapshot of the volume copies what that
+ * overwrites.  The merge may run at boot, before rollbackd can grow
+ * anything: before a revert, each other snapshot grows to hold it.
+ */
+void make_room_for_merge(struct pool *p, const char *merging) {
+        const struct snapshot *m = pool_find_snapshot(p, merging);
+        _cleanup_free_ char *volume = NULL;
+        struct rb_usage mu;
+
+        if (!m || rb_snapshot_usage(p, m, &mu) < 0 || !mu.present || mu.invalid)
+                return;
+        volume = strdup(m->volume);
+        if (volume)
+                make_room_for_writes(p, volume, merging, mu.exceptions * m->chunk_sectors);
 }

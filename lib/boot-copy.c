@@ -3,6 +3,7 @@
  * The copy of /boot that a snapshot of root carries, and putting it back:
  * see boot-copy.h and docs/boot.md.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -19,10 +22,13 @@
 #include "boot-copy.h"
 #include "macro.h"
 
-#define TMP_NAME ".rollback-boot.tmp"
+/* Names of rollback's own temporary files in a tree: never copied, never kept. */
+#define TMP_PREFIX ".rollback-boot."
+#define TMP_NAME TMP_PREFIX "tmp"
+#define MANIFEST_HEADER "rollback-boot-copy 1"
 
 struct entry {
-        char type;              /* 'd', 'f' or 'l' */
+        char type;              /* 'd', 'f', 'l', or 'm': a mount point, another filesystem left out */
         unsigned mode;          /* permission bits */
         unsigned uid, gid;
         struct timespec mtime;
@@ -31,9 +37,11 @@ struct entry {
         char *target;           /* of a symlink */
         char *path;             /* relative to the tree */
         bool write;             /* restore: differs in boot */
+        char *staged;           /* restore: written beside it under this name, to be renamed into place */
 };
 
 struct manifest {
+        bool separate;          /* /boot was its own filesystem */
         struct entry *entries;
         size_t n;
 };
@@ -42,6 +50,7 @@ static void manifest_done(struct manifest *m) {
         for (size_t i = 0; i < m->n; i++) {
                 free(m->entries[i].path);
                 free(m->entries[i].target);
+                free(m->entries[i].staged);
         }
         free(m->entries);
 }
@@ -128,7 +137,8 @@ static int unescape(const char *s, char **ret) {
                         *o++ = *s;
                         continue;
                 }
-                if (s[1] != 'x' || sscanf(s + 2, "%2x", &v) != 1 || v == 0) {
+                if (s[1] != 'x' || !isxdigit((unsigned char) s[2]) || !isxdigit((unsigned char) s[3]) ||
+                    sscanf(s + 2, "%2x", &v) != 1 || v == 0) {
                         free(out);
                         return -EBADMSG;
                 }
@@ -169,7 +179,7 @@ static int list_dir(int dirfd, char ***ret, size_t *ret_n) {
                 char **grown;
 
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
-                    strcmp(de->d_name, TMP_NAME) == 0)
+                    strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0)
                         continue;
                 grown = realloc(names, (n + 1) * sizeof(*names));
                 if (!grown) {
@@ -193,6 +203,11 @@ static int list_dir(int dirfd, char ***ret, size_t *ret_n) {
         *ret = names;
         *ret_n = n;
         return 0;
+}
+
+/* prefix/name, or name at the top. */
+static int child_path(const char *prefix, const char *name, char **ret) {
+        return asprintf(ret, "%s%s%s", prefix, *prefix ? "/" : "", name) < 0 ? -ENOMEM : 0;
 }
 
 static int remove_at(int dirfd, const char *name);
@@ -239,36 +254,46 @@ static int set_attrs(int dirfd, const char *name, const struct entry *e) {
 }
 
 /*
- * Writes what src holds to name in dirfd, through a temporary file renamed
- * into place once synced, so that name is the old file or the new one.
+ * Writes e (what src holds, or its link target) to tmp in dirfd, synced,
+ * with e's attributes; a file must hash to e->sha when one is given.
+ * Nothing is left at tmp on failure.
  */
-static int write_file_at(int src, int dirfd, const char *name, const struct entry *e, char sha[RB_BOOT_DIGEST_LEN + 1]) {
+static int stage_at(int src, int dirfd, const char *tmp, const struct entry *e, char sha[RB_BOOT_DIGEST_LEN + 1]) {
         _cleanup_close_ int out = -1;
-        int r;
+        int r = 0;
 
-        (void) unlinkat(dirfd, TMP_NAME, 0);
-        out = openat(dirfd, TMP_NAME, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (out < 0)
-                return -errno;
-        r = sha256_fd(src, out, sha);
-        if (r >= 0 && fsync(out) < 0)
-                r = -errno;
+        (void) unlinkat(dirfd, tmp, 0);
+        if (e->type == 'l') {
+                if (symlinkat(e->target, dirfd, tmp) < 0)
+                        return -errno;
+        } else {
+                out = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (out < 0)
+                        return -errno;
+                r = sha256_fd(src, out, sha);
+                if (r >= 0 && e->sha[0] && strcmp(sha, e->sha) != 0)
+                        r = -EBADMSG;   /* the copy changed since it was checked */
+                if (r >= 0 && fsync(out) < 0)
+                        r = -errno;
+        }
         if (r >= 0)
-                r = set_attrs(dirfd, TMP_NAME, e);
-        if (r >= 0 && renameat(dirfd, TMP_NAME, dirfd, name) < 0)
-                r = -errno;
+                r = set_attrs(dirfd, tmp, e);
         if (r < 0)
-                (void) unlinkat(dirfd, TMP_NAME, 0);
+                (void) unlinkat(dirfd, tmp, 0);
         return r;
 }
 
-static int symlink_at(const char *target, int dirfd, const char *name, const struct entry *e) {
-        int r = 0;
+/* Puts e at name in dirfd through a temporary name, so that name is the old entry or the new one. */
+static int write_at(int src, int dirfd, const char *name, const struct entry *e, char sha[RB_BOOT_DIGEST_LEN + 1]) {
+        struct stat st;
+        int r;
 
-        (void) unlinkat(dirfd, TMP_NAME, 0);
-        if (symlinkat(target, dirfd, TMP_NAME) < 0)
-                return -errno;
-        r = set_attrs(dirfd, TMP_NAME, e);
+        r = stage_at(src, dirfd, TMP_NAME, e, sha);
+        if (r < 0)
+                return r;
+        /* A directory is not replaced by a rename. */
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISDIR(st.st_mode))
+                r = remove_at(dirfd, name);
         if (r >= 0 && renameat(dirfd, TMP_NAME, dirfd, name) < 0)
                 r = -errno;
         if (r < 0)
@@ -297,6 +322,13 @@ static void entry_from_stat(struct entry *e, char type, const struct stat *st) {
 }
 
 static void put_entry(FILE *f, const struct entry *e, const char *path) {
+        /* A mount point's own attributes belong to the other filesystem. */
+        if (e->type == 'm') {
+                fputs("m 0000 0 0 0.000000000 0 - - ", f);
+                put_escaped(f, path);
+                fputc('\n', f);
+                return;
+        }
         fprintf(f, "%c %04o %u %u %lld.%09ld %llu %s ", e->type, e->mode, e->uid, e->gid, (long long) e->mtime.tv_sec,
                 e->mtime.tv_nsec, (unsigned long long) e->size, e->type == 'f' ? e->sha : "-");
         if (e->type == 'l')
@@ -317,24 +349,26 @@ struct save {
 
 static int save_dir(struct save *sv, int src, int dst, const char *prefix);
 
-/* A file of the copy with the size and mtime of the source is taken as unchanged: only hashed. */
+/*
+ * The copy's file is rewritten unless it hashes as the source does: a size
+ * and mtime kept across a change (touch -d) must not let a stale copy be
+ * vouched for.
+ */
 static int save_file(int src, int dst, const char *name, struct entry *e) {
         _cleanup_close_ int in = -1, old = -1;
-        struct stat st;
+        char sha[RB_BOOT_DIGEST_LEN + 1];
+        int r;
 
-        if (fstatat(dst, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISREG(st.st_mode) &&
-            (uint64_t) st.st_size == e->size && st.st_mtim.tv_sec == e->mtime.tv_sec &&
-            st.st_mtim.tv_nsec == e->mtime.tv_nsec) {
-                old = openat(dst, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-                if (old >= 0)
-                        return sha256_fd(old, -1, e->sha);
-        }
         in = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (in < 0)
                 return -errno;
-        if (fstatat(dst, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISDIR(st.st_mode))
-                (void) remove_at(dst, name);
-        return write_file_at(in, dst, name, e, e->sha);
+        r = sha256_fd(in, -1, e->sha);
+        if (r < 0)
+                return r;
+        old = openat(dst, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (old >= 0 && sha256_fd(old, -1, sha) >= 0 && strcmp(sha, e->sha) == 0)
+                return set_attrs(dst, name, e);
+        return write_at(in, dst, name, e, sha);
 }
 
 static int save_entry(struct save *sv, int src, int dst, const char *name, const char *path) {
@@ -345,8 +379,12 @@ static int save_entry(struct save *sv, int src, int dst, const char *name, const
 
         if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
-        if (st.st_dev != sv->dev)
-                return 0;
+        /* Another filesystem (an ESP at /boot/efi): only its mount point is kept, so that it stays. */
+        if (st.st_dev != sv->dev) {
+                e.type = 'm';
+                put_entry(sv->manifest, &e, path);
+                return remove_at(dst, name);
+        }
         if (S_ISDIR(st.st_mode)) {
                 _cleanup_close_ int s = -1, d = -1;
 
@@ -368,7 +406,7 @@ static int save_entry(struct save *sv, int src, int dst, const char *name, const
                 entry_from_stat(&e, 'l', &st);
                 r = read_link_at(src, name, &e.target);
                 if (r >= 0 && (read_link_at(dst, name, &old) < 0 || strcmp(old, e.target) != 0))
-                        r = symlink_at(e.target, dst, name, &e);
+                        r = write_at(-1, dst, name, &e, NULL);
                 if (r >= 0)
                         put_entry(sv->manifest, &e, path);
                 free(e.target);
@@ -394,9 +432,8 @@ static int save_dir(struct save *sv, int src, int dst, const char *prefix) {
         for (size_t i = 0; i < n && r >= 0; i++) {
                 _cleanup_free_ char *path = NULL;
 
-                if (asprintf(&path, "%s%s%s", prefix, *prefix ? "/" : "", names[i]) < 0)
-                        r = -ENOMEM;
-                else
+                r = child_path(prefix, names[i], &path);
+                if (r >= 0)
                         r = save_entry(sv, src, dst, names[i], path);
         }
         /* What the copy holds beyond the source goes. */
@@ -440,12 +477,12 @@ int rb_boot_copy_save(const char *boot, const char *copy, const char *manifest,
         _cleanup_free_ char *text = NULL;
         _cleanup_(fclosep) FILE *f = NULL;
         struct save sv = {};
-        struct stat st;
+        struct stat st, up;
         size_t len = 0;
         int r;
 
         src = open(boot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (src < 0 || fstat(src, &st) < 0)
+        if (src < 0 || fstat(src, &st) < 0 || fstatat(src, "..", &up, 0) < 0)
                 return -errno;
         if (mkdir(copy, 0700) < 0 && errno != EEXIST)
                 return -errno;
@@ -455,6 +492,8 @@ int rb_boot_copy_save(const char *boot, const char *copy, const char *manifest,
         f = open_memstream(&text, &len);
         if (!f)
                 return -ENOMEM;
+        /* Whether /boot was its own filesystem: a revert into the other layout would lose it. */
+        fprintf(f, MANIFEST_HEADER " %s\n", st.st_dev != up.st_dev ? "separate" : "directory");
         sv = (struct save) { .dev = st.st_dev, .manifest = f };
         r = save_dir(&sv, src, dst, "");
         if (r < 0)
@@ -479,7 +518,8 @@ static bool path_is_safe(const char *path) {
         for (;;) {
                 size_t n = strcspn(c, "/");
 
-                if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+                if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.') ||
+                    strncmp(c, TMP_PREFIX, strlen(TMP_PREFIX)) == 0)
                         return false;
                 if (!c[n])
                         return true;
@@ -499,7 +539,7 @@ static int parse_line(char *line, struct entry *e) {
                 if (!field[i])
                         return -EBADMSG;
         }
-        if (strtok_r(NULL, " ", &save) || strlen(field[0]) != 1 || !strchr("dfl", field[0][0]) ||
+        if (strtok_r(NULL, " ", &save) || strlen(field[0]) != 1 || !strchr("dflm", field[0][0]) ||
             sscanf(field[1], "%o", &e->mode) != 1 || e->mode > 07777 || sscanf(field[2], "%u", &e->uid) != 1 ||
             sscanf(field[3], "%u", &e->gid) != 1 || sscanf(field[4], "%lld.%ld", &sec, &nsec) != 2 ||
             nsec < 0 || nsec > 999999999 || sscanf(field[5], "%llu", &size) != 1)
@@ -565,7 +605,14 @@ static int manifest_read(const char *path, const char *digest, struct manifest *
                 return r;
         if (!rb_boot_digest_is_valid(digest) || strcmp(sha, digest) != 0 || strlen(text) != len)
                 return -EBADMSG;
-        for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        line = strtok_r(text, "\n", &save);
+        if (!line || strncmp(line, MANIFEST_HEADER " ", strlen(MANIFEST_HEADER " ")) != 0)
+                return -EBADMSG;
+        line += strlen(MANIFEST_HEADER " ");
+        if (strcmp(line, "separate") != 0 && strcmp(line, "directory") != 0)
+                return -EBADMSG;
+        m->separate = strcmp(line, "separate") == 0;
+        while ((line = strtok_r(NULL, "\n", &save))) {
                 struct entry *grown = realloc(m->entries, (m->n + 1) * sizeof(*m->entries));
 
                 if (!grown)
@@ -579,8 +626,15 @@ static int manifest_read(const char *path, const char *digest, struct manifest *
         return 0;
 }
 
-/* The directory that holds path, opened in root, and the last component. */
+/*
+ * The directory that holds path, opened in root through no symbolic link
+ * and never above root, and the last component.
+ */
 static int open_parent(int root, const char *path, const char **ret_name) {
+        struct open_how how = {
+                .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH,
+        };
         const char *slash = strrchr(path, '/');
         _cleanup_free_ char *dir = NULL;
         int fd;
@@ -591,34 +645,41 @@ static int open_parent(int root, const char *path, const char **ret_name) {
                 if (!dir)
                         return -ENOMEM;
         }
-        fd = openat(root, dir ?: ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        fd = (int) syscall(SYS_openat2, root, dir ?: ".", &how, sizeof(how));
         return fd < 0 ? -errno : fd;
 }
 
-/* Whether root holds e as the manifest says, content included. */
+/* Whether root holds e as the manifest says, content included; a symlink on the way is a no. */
 static int entry_matches(int root, const struct entry *e, bool *ret) {
         _cleanup_free_ char *target = NULL;
-        _cleanup_close_ int fd = -1;
+        _cleanup_close_ int parent = -1, fd = -1;
         char sha[RB_BOOT_DIGEST_LEN + 1];
+        const char *name;
         struct stat st;
         int r;
 
         *ret = false;
-        if (fstatat(root, e->path, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+        parent = open_parent(root, e->path, &name);
+        if (parent == -ENOENT || parent == -ENOTDIR || parent == -ELOOP || parent == -EXDEV)
+                return 0;
+        if (parent < 0)
+                return parent;
+        if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
         switch (e->type) {
         case 'd':
+        case 'm':
                 *ret = S_ISDIR(st.st_mode);
                 return 0;
         case 'l':
-                if (!S_ISLNK(st.st_mode) || read_link_at(root, e->path, &target) < 0)
+                if (!S_ISLNK(st.st_mode) || read_link_at(parent, name, &target) < 0)
                         return 0;
                 *ret = strcmp(target, e->target) == 0;
                 return 0;
         }
         if (!S_ISREG(st.st_mode) || (uint64_t) st.st_size != e->size)
                 return 0;
-        fd = openat(root, e->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        fd = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
         r = sha256_fd(fd, -1, sha);
@@ -628,75 +689,139 @@ static int entry_matches(int root, const struct entry *e, bool *ret) {
         return 0;
 }
 
-/* Checks the whole copy against the manifest, and finds what boot lacks: bytes to write. */
-static int restore_plan(int copy, int boot, struct manifest *m, uint64_t *ret_bytes, uint64_t *ret_files) {
-        uint64_t bytes = 0, files = 0;
+/*
+ * Checks the whole copy against the manifest, finds what boot lacks, and
+ * whether boot has the room and inodes for it.
+ */
+static int restore_plan(int copy, int boot, struct manifest *m, uint64_t *ret_bytes) {
+        uint64_t bytes = 0, inodes = 0;
+        struct statvfs sv;
         bool same;
         int r;
 
         for (size_t i = 0; i < m->n; i++) {
                 struct entry *e = &m->entries[i];
 
-                r = entry_matches(copy, e, &same);
-                if (r < 0)
-                        return r == -ELOOP ? -EBADMSG : r;
-                if (!same)
-                        return -EBADMSG;
+                if (e->type != 'm') {
+                        r = entry_matches(copy, e, &same);
+                        if (r < 0)
+                                return r;
+                        if (!same)
+                                return -EBADMSG;
+                }
                 r = entry_matches(boot, e, &same);
                 if (r < 0)
                         return r;
                 e->write = !same;
-                if (e->write && e->type == 'f') {
+                if (e->write) {
                         bytes += e->size;
-                        files++;
+                        inodes++;
                 }
         }
+        if (fstatvfs(boot, &sv) < 0)
+                return -errno;
+        /* Each file is written beside the one it replaces: all of them may be there at once. */
+        if (bytes + (inodes + 256) * sv.f_frsize > (uint64_t) sv.f_bavail * sv.f_frsize ||
+            (sv.f_files > 0 && inodes + 16 > sv.f_favail))
+                return -ENOSPC;
         *ret_bytes = bytes;
-        *ret_files = files;
         return 0;
 }
 
-static int restore_attrs(int boot, const struct entry *e) {
-        _cleanup_close_ int parent = -1;
-        const char *name;
+/*
+ * Step 1: directories first, then each file and link that differs is
+ * written beside its place under a temporary name, checked and synced.
+ * Nothing of boot is replaced yet, only directories it lacks are made.
+ */
+static int restore_stage(int copy, int boot, struct manifest *m) {
+        for (size_t i = 0; i < m->n; i++) {
+                struct entry *e = &m->entries[i];
+                _cleanup_close_ int parent = -1, in = -1;
+                char sha[RB_BOOT_DIGEST_LEN + 1];
+                const char *name;
+                struct stat st;
+                int r;
 
-        parent = open_parent(boot, e->path, &name);
-        if (parent < 0)
-                return parent;
-        return set_attrs(parent, name, e);
+                if (!e->write)
+                        continue;
+                parent = open_parent(boot, e->path, &name);
+                if (parent < 0)
+                        return parent;
+                if (e->type == 'd' || e->type == 'm') {
+                        /* In the way of a directory: nothing the copy keeps can live there. */
+                        if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && (r = remove_at(parent, name)) < 0)
+                                return r;
+                        if (mkdirat(parent, name, e->type == 'm' ? 0755 : 0700) < 0)
+                                return -errno;
+                        continue;
+                }
+                if (asprintf(&e->staged, TMP_PREFIX "%zu", i) < 0)
+                        return -ENOMEM;
+                if (e->type == 'f') {
+                        in = openat(copy, e->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                        if (in < 0)
+                                return -errno;
+                }
+                r = stage_at(in, parent, e->staged, e, sha);
+                if (r < 0) {
+                        free(e->staged);
+                        e->staged = NULL;
+                        return r;
+                }
+        }
+        return 0;
 }
 
-static int restore_entry(int copy, int boot, const struct entry *e) {
-        _cleanup_close_ int parent = -1, in = -1;
-        char sha[RB_BOOT_DIGEST_LEN + 1];
-        const char *name;
-        struct stat st;
-        int r;
+static void restore_unstage(int boot, struct manifest *m) {
+        for (size_t i = 0; i < m->n; i++) {
+                _cleanup_close_ int parent = -1;
+                const char *name;
 
-        parent = open_parent(boot, e->path, &name);
-        if (parent < 0)
-                return parent;
-        if (!e->write)
-                return e->type == 'd' ? 0 : set_attrs(parent, name, e);   /* directories: last */
-        if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && (S_ISDIR(st.st_mode) || e->type == 'd')) {
-                r = remove_at(parent, name);
-                if (r < 0)
-                        return r;
+                if (!m->entries[i].staged)
+                        continue;
+                parent = open_parent(boot, m->entries[i].path, &name);
+                if (parent >= 0)
+                        (void) unlinkat(parent, m->entries[i].staged, 0);
         }
-        switch (e->type) {
-        case 'd':
-                return mkdirat(parent, name, 0700) < 0 ? -errno : 0;
-        case 'l':
-                return symlink_at(e->target, parent, name, e);
-        }
-        in = openat(copy, e->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (in < 0)
-                return -errno;
-        r = write_file_at(in, parent, name, e, sha);
-        if (r < 0)
-                return r;
-        /* Checked before, but read again: it must not have changed since. */
-        return strcmp(sha, e->sha) == 0 ? 0 : -EBADMSG;
+}
+
+static bool is_grub(const char *path) {
+        return strncmp(path, "grub", 4) == 0 && (path[4] == 0 || path[4] == '/');
+}
+
+/*
+ * Step 2: the staged entries are renamed into place, GRUB's last: cut off
+ * before it, GRUB still starts the kernel it started before, whose files
+ * are all still there; unchanged entries get their attributes.
+ */
+static int restore_commit(int boot, struct manifest *m) {
+        for (int grub = 0; grub <= 1; grub++)
+                for (size_t i = 0; i < m->n; i++) {
+                        struct entry *e = &m->entries[i];
+                        _cleanup_close_ int parent = -1;
+                        const char *name;
+                        struct stat st;
+                        int r = 0;
+
+                        if (is_grub(e->path) != grub || e->type == 'd' || e->type == 'm')
+                                continue;
+                        parent = open_parent(boot, e->path, &name);
+                        if (parent < 0)
+                                return parent;
+                        if (!e->staged) {
+                                r = set_attrs(parent, name, e);
+                                if (r < 0)
+                                        return r;
+                                continue;
+                        }
+                        if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISDIR(st.st_mode))
+                                r = remove_at(parent, name);
+                        if (r < 0 || renameat(parent, e->staged, parent, name) < 0)
+                                return r < 0 ? r : -errno;
+                        free(e->staged);
+                        e->staged = NULL;
+                }
+        return 0;
 }
 
 static int cmp_entry_path(const void *key, const void *e) {
@@ -707,7 +832,7 @@ static int cmp_entries(const void *a, const void *b) {
         return strcmp((*(const struct entry *const *) a)->path, (*(const struct entry *const *) b)->path);
 }
 
-/* Removes from boot what the manifest does not name (other filesystems under it stay). */
+/* Step 3: what the manifest does not name goes (mount points and other filesystems stay). */
 static int remove_extra(int dir, dev_t dev, const char *prefix, struct entry **index, size_t n) {
         char **names;
         size_t k;
@@ -721,10 +846,9 @@ static int remove_extra(int dir, dev_t dev, const char *prefix, struct entry **i
                 struct entry **found;
                 struct stat st;
 
-                if (asprintf(&path, "%s%s%s", prefix, *prefix ? "/" : "", names[i]) < 0) {
-                        r = -ENOMEM;
+                r = child_path(prefix, names[i], &path);
+                if (r < 0)
                         break;
-                }
                 if (fstatat(dir, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != dev)
                         continue;
                 found = bsearch(path, index, n, sizeof(*index), cmp_entry_path);
@@ -740,14 +864,33 @@ static int remove_extra(int dir, dev_t dev, const char *prefix, struct entry **i
         return r;
 }
 
+/* Step 4: directories' attributes, deepest first (their mtimes change with what they hold). */
+static int restore_dirs(int boot, struct manifest *m) {
+        for (size_t i = m->n; i > 0; i--) {
+                const struct entry *e = &m->entries[i - 1];
+                _cleanup_close_ int parent = -1;
+                const char *name;
+                int r;
+
+                if (e->type != 'd')
+                        continue;
+                parent = open_parent(boot, e->path, &name);
+                if (parent < 0)
+                        return parent;
+                r = set_attrs(parent, name, e);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int rb_boot_copy_restore(const char *copy, const char *manifest, const char *digest, const char *boot,
                          uint64_t *ret_bytes) {
         _cleanup_(manifest_done) struct manifest m = {};
         _cleanup_close_ int c = -1, b = -1;
         _cleanup_free_ struct entry **index = NULL;
-        uint64_t bytes, files;
-        struct statvfs sv;
-        struct stat st;
+        struct stat st, up;
+        uint64_t bytes = 0;
         int r;
 
         r = manifest_read(manifest, digest, &m);
@@ -757,19 +900,20 @@ int rb_boot_copy_restore(const char *copy, const char *manifest, const char *dig
         if (c < 0)
                 return errno == ENOENT ? -EBADMSG : -errno;
         b = open(boot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (b < 0 || fstat(b, &st) < 0 || fstatvfs(b, &sv) < 0)
+        if (b < 0 || fstat(b, &st) < 0 || fstatat(b, "..", &up, 0) < 0)
                 return -errno;
-        r = restore_plan(c, b, &m, &bytes, &files);
+        /* A /boot that is now its own filesystem and was not then (or the other way round): not this copy's. */
+        if ((st.st_dev != up.st_dev) != m.separate)
+                return -EXDEV;
+        r = restore_plan(c, b, &m, &bytes);
         if (r < 0)
                 return r;
-        /* A file is written beside the one it replaces: all of them may be there at once. */
-        if (bytes + (files + 256) * sv.f_frsize > (uint64_t) sv.f_bavail * sv.f_frsize)
-                return -ENOSPC;
-
-        for (size_t i = 0; i < m.n; i++) {
-                r = restore_entry(c, b, &m.entries[i]);
-                if (r < 0)
-                        return r;
+        r = restore_stage(c, b, &m);
+        if (r >= 0)
+                r = restore_commit(b, &m);
+        if (r < 0) {
+                restore_unstage(b, &m);
+                return r;
         }
         index = calloc(m.n ?: 1, sizeof(*index));
         if (!index)
@@ -778,15 +922,10 @@ int rb_boot_copy_restore(const char *copy, const char *manifest, const char *dig
                 index[i] = &m.entries[i];
         qsort(index, m.n, sizeof(*index), cmp_entries);
         r = remove_extra(b, st.st_dev, "", index, m.n);
+        if (r >= 0)
+                r = restore_dirs(b, &m);
         if (r < 0)
                 return r;
-        /* Directories last, deepest first: their mtimes change with what they hold. */
-        for (size_t i = m.n; i > 0; i--)
-                if (m.entries[i - 1].type == 'd') {
-                        r = restore_attrs(b, &m.entries[i - 1]);
-                        if (r < 0)
-                                return r;
-                }
         if (syncfs(b) < 0)
                 return -errno;
         if (ret_bytes)

@@ -40,15 +40,23 @@ struct snapshot;
 int boot_copy_take(const char *volume, char **ret_digest);
 
 /*
- * For a revert to s: when its volume is mounted with a /boot, the copy s
- * holds is put back there, and with save_replaced the /boot it replaces is
- * kept first for cancel-revert (*ret_replaced: its digest).  -ENODATA when
- * s holds no copy, -EILSEQ when it does not match the digest recorded,
- * -ENOEXEC when no kernel in it has an initramfs with rollback's hook (no
- * boot could start the merge), -ENOSPC when /boot cannot hold it; /boot is
- * unchanged then.
+ * Before the first revert of volume since its last merge: when it is
+ * mounted with a /boot, that /boot (the one that goes with the live
+ * volume) is kept for cancel-revert; 1 and *ret_digest when kept.
+ * *ret_bytes: at most what the copy and the revert's restore may write.
  */
-int boot_copy_put_back(const struct snapshot *s, bool save_replaced, char **ret_replaced, uint64_t *ret_bytes);
+int boot_copy_keep_replaced(const char *volume, char **ret_digest, uint64_t *ret_bytes);
+
+/*
+ * For a revert to s: when its volume is mounted with a /boot, the copy s
+ * holds is put back there.  -ENODATA when s holds no copy, -EILSEQ when
+ * it does not match the digest recorded, -ENOEXEC when no kernel in it has
+ * an initramfs with rollback's hook (no boot could start the merge),
+ * -EXDEV when /boot is its own filesystem now and was not then (or the
+ * other way round), -ENOSPC when /boot cannot hold it; /boot is unchanged
+ * then.
+ */
+int boot_copy_put_back(const struct snapshot *s, uint64_t *ret_bytes);
 
 /* For cancel-revert: the /boot that a revert of volume replaced goes back, with the same errors. */
 int boot_copy_put_back_replaced(const char *volume, const char *digest);

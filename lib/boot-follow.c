@@ -9,6 +9,7 @@
 #include <blkid.h>
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +27,16 @@
 #include "rollback.h"
 #include "tables.h"
 
-#define COPY_PARENT "var/lib/rollback"
-#define COPY_DIR COPY_PARENT "/boot"
-#define COPY_MANIFEST COPY_PARENT "/boot.manifest"
-/* The /boot a pending revert replaced, for cancel-revert: on the live volume, not in a snapshot. */
-#define REPLACED_DIR COPY_PARENT "/boot-replaced"
-#define REPLACED_MANIFEST COPY_PARENT "/boot-replaced.manifest"
+/*
+ * Where the copies live in the volume: var/lib/rollback, or .rollback at
+ * its top when /var is another filesystem (a copy there would be in no
+ * snapshot of the volume).  The snapshot's copy is /boot as it was; the
+ * replaced one is the /boot a pending revert replaced, on the live volume,
+ * for cancel-revert.
+ */
+static const char *const copy_parents[] = { "var/lib/rollback", ".rollback" };
+#define COPY_NAME "boot"
+#define REPLACED_NAME "boot-replaced"
 
 /* Where the filesystem on devnum is mounted whole (not a bind mount of a part): -ENOENT if nowhere. */
 static int mountpoint_of(dev_t devnum, char **ret) {
@@ -77,7 +82,7 @@ static int volume_devnum(const char *volume, dev_t *ret) {
         return 0;
 }
 
-/* The mount point of volume, if it is mounted and has a /boot directory. */
+/* 1 and the mount point of volume when it is mounted and has a /boot directory, else 0. */
 static int boot_of(const char *volume, char **ret_mnt, char **ret_boot) {
         _cleanup_free_ char *mnt = NULL, *boot = NULL;
         struct stat st;
@@ -88,34 +93,60 @@ static int boot_of(const char *volume, char **ret_mnt, char **ret_boot) {
         if (r < 0)
                 return r;
         r = mountpoint_of(devnum, &mnt);
+        if (r == -ENOENT)
+                return 0;
         if (r < 0)
                 return r;
         r = join(mnt, "boot", &boot);
         if (r < 0)
                 return r;
         if (stat(boot, &st) < 0 || !S_ISDIR(st.st_mode))
-                return -ENOENT;
+                return 0;
         *ret_mnt = TAKE_PTR(mnt);
         *ret_boot = TAKE_PTR(boot);
-        return 0;
+        return 1;
 }
 
-/* Copies boot into dir of the volume mounted at mnt. */
-static int save_into(const char *mnt, const char *boot, const char *dir, const char *manifest, char **ret_digest) {
-        _cleanup_free_ char *copy = NULL, *list = NULL;
-        char digest[RB_BOOT_DIGEST_LEN + 1];
+/* Makes the directory at mnt for the copies, on the volume's own filesystem: *ret its path. */
+static int make_copy_parent(const char *mnt, char **ret) {
+        struct stat top, st;
         int r;
 
-        for (const char *const *d = (const char *const[]) { "var", "var/lib", COPY_PARENT, NULL }; *d; d++) {
+        if (stat(mnt, &top) < 0)
+                return -errno;
+        for (const char *const *d = (const char *const[]) { "var", "var/lib", "var/lib/rollback", NULL }; *d; d++) {
                 _cleanup_free_ char *path = NULL;
 
                 if ((r = join(mnt, *d, &path)) < 0)
                         return r;
                 if (mkdir(path, 0755) < 0 && errno != EEXIST)
                         return -errno;
+                if (stat(path, &st) < 0)
+                        return -errno;
+                if (st.st_dev != top.st_dev)
+                        break;
+                if (!d[1]) {
+                        *ret = TAKE_PTR(path);
+                        return 0;
+                }
         }
-        if ((r = join(mnt, dir, &copy)) < 0 || (r = join(mnt, manifest, &list)) < 0)
+        r = join(mnt, copy_parents[1], ret);
+        if (r < 0)
                 return r;
+        return mkdir(*ret, 0700) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+/* Copies boot into the copy named name in the volume mounted at mnt. */
+static int save_into(const char *mnt, const char *boot, const char *name, char **ret_digest) {
+        _cleanup_free_ char *parent = NULL, *copy = NULL, *list = NULL;
+        char digest[RB_BOOT_DIGEST_LEN + 1];
+        int r;
+
+        r = make_copy_parent(mnt, &parent);
+        if (r < 0)
+                return r;
+        if ((r = join(parent, name, &copy)) < 0 || asprintf(&list, "%s.manifest", copy) < 0)
+                return r < 0 ? r : -ENOMEM;
         r = rb_boot_copy_save(boot, copy, list, digest);
         if (r == -ENOSPC || r == -EDQUOT)
                 return -EDQUOT;         /* the volume's room, not the pool's */
@@ -125,6 +156,25 @@ static int save_into(const char *mnt, const char *boot, const char *dir, const c
         return *ret_digest ? 1 : -ENOMEM;
 }
 
+/* The copy named name in the tree at mnt, wherever it was made, and its manifest. */
+static int find_copy(const char *mnt, const char *name, char **ret_copy, char **ret_manifest) {
+        for (size_t i = 0; i < ELEMENTSOF(copy_parents); i++) {
+                _cleanup_free_ char *parent = NULL, *copy = NULL, *list = NULL;
+                int r;
+
+                if ((r = join(mnt, copy_parents[i], &parent)) < 0 || (r = join(parent, name, &copy)) < 0)
+                        return r;
+                if (asprintf(&list, "%s.manifest", copy) < 0)
+                        return -ENOMEM;
+                if (access(list, F_OK) < 0 && i + 1 < ELEMENTSOF(copy_parents))
+                        continue;
+                *ret_copy = TAKE_PTR(copy);
+                *ret_manifest = TAKE_PTR(list);
+                return 0;
+        }
+        return -ENOENT;
+}
+
 int boot_copy_take(const char *volume, char **ret_digest) {
         _cleanup_free_ char *mnt = NULL, *boot = NULL;
         struct statvfs sv;
@@ -132,16 +182,41 @@ int boot_copy_take(const char *volume, char **ret_digest) {
 
         *ret_digest = NULL;
         r = boot_of(volume, &mnt, &boot);
-        if (r == -ENOENT)
-                return 0;
-        if (r < 0)
+        if (r <= 0)
                 return r;
         /* A read-only root cannot take it, and no package manager changes it. */
         if (statvfs(mnt, &sv) < 0)
                 return -errno;
         if (sv.f_flag & ST_RDONLY)
                 return 0;
-        return save_into(mnt, boot, COPY_DIR, COPY_MANIFEST, ret_digest);
+        return save_into(mnt, boot, COPY_NAME, ret_digest);
+}
+
+static uint64_t tree_sum;
+
+static int add_blocks(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+        tree_sum += (uint64_t) st->st_blocks * 512;
+        return 0;
+}
+
+/* What the files under path take, on its filesystem alone. */
+static uint64_t tree_bytes(const char *path) {
+        tree_sum = 0;
+        (void) nftw(path, add_blocks, 16, FTW_PHYS | FTW_MOUNT);
+        return tree_sum;
+}
+
+int boot_copy_keep_replaced(const char *volume, char **ret_digest, uint64_t *ret_bytes) {
+        _cleanup_free_ char *mnt = NULL, *boot = NULL;
+        int r;
+
+        *ret_digest = NULL;
+        *ret_bytes = 0;
+        r = boot_of(volume, &mnt, &boot);
+        if (r <= 0)
+                return r;
+        *ret_bytes = tree_bytes(boot);
+        return save_into(mnt, boot, REPLACED_NAME, ret_digest);
 }
 
 /* The copy's errors as a revert tells them: none to be had, or not the one recorded. */
@@ -168,7 +243,7 @@ static int mount_snapshot(const char *device, const char *dir) {
                 blkid_free_probe(pr);
                 return -EMEDIUMTYPE;
         }
-        if (strncmp(type, "ext", 3) == 0)
+        if (strcmp(type, "ext3") == 0 || strcmp(type, "ext4") == 0)
                 data = "noload";
         else if (strcmp(type, "xfs") == 0)
                 data = "norecovery,nouuid";
@@ -216,42 +291,29 @@ static int copy_can_start_merge(const char *copy) {
         return seen && !found ? -ENOEXEC : 0;
 }
 
-int boot_copy_put_back(const struct snapshot *s, bool save_replaced, char **ret_replaced, uint64_t *ret_bytes) {
+int boot_copy_put_back(const struct snapshot *s, uint64_t *ret_bytes) {
         _cleanup_free_ char *mnt = NULL, *boot = NULL, *snap = NULL, *device = NULL, *copy = NULL,
                             *manifest = NULL;
         char dir[] = "/run/rollback-boot.XXXXXX";
         int r;
 
-        *ret_replaced = NULL;
         *ret_bytes = 0;
         r = boot_of(s->volume, &mnt, &boot);
-        if (r == -ENOENT)
-                return 0;
-        if (r < 0)
+        if (r <= 0)
                 return r;
         if (!s->boot_digest)
                 return -ENODATA;
         if ((r = name_snapshot(s, &snap)) < 0 || (r = join("/dev/mapper", snap, &device)) < 0)
                 return r;
-        if (save_replaced) {
-                r = save_into(mnt, boot, REPLACED_DIR, REPLACED_MANIFEST, ret_replaced);
-                if (r < 0)
-                        return r;
-        }
         if (!mkdtemp(dir))
                 return -errno;
         r = mount_snapshot(device, dir);
         if (r >= 0) {
-                if ((r = join(dir, COPY_DIR, &copy)) >= 0 && (r = join(dir, COPY_MANIFEST, &manifest)) >= 0 &&
-                    (r = copy_can_start_merge(copy)) >= 0)
+                if ((r = find_copy(dir, COPY_NAME, &copy, &manifest)) >= 0 && (r = copy_can_start_merge(copy)) >= 0)
                         r = rb_boot_copy_restore(copy, manifest, s->boot_digest, boot, ret_bytes);
                 (void) umount2(dir, MNT_DETACH);
         }
         (void) rmdir(dir);
-        if (r < 0) {
-                free(*ret_replaced);
-                *ret_replaced = NULL;
-        }
         return copy_error(r);
 }
 
@@ -260,11 +322,10 @@ int boot_copy_put_back_replaced(const char *volume, const char *digest) {
         int r;
 
         r = boot_of(volume, &mnt, &boot);
-        if (r == -ENOENT)
-                return 0;
+        if (r <= 0)
+                return r;
+        r = find_copy(mnt, REPLACED_NAME, &copy, &manifest);
         if (r < 0)
-                return r;
-        if ((r = join(mnt, REPLACED_DIR, &copy)) < 0 || (r = join(mnt, REPLACED_MANIFEST, &manifest)) < 0)
-                return r;
+                return copy_error(r);
         return copy_error(rb_boot_copy_restore(copy, manifest, digest, boot, NULL));
 }

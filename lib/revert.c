@@ -135,6 +135,42 @@ static int merge_now(struct pool *p, struct volume *v, struct snapshot *s, bool 
         return r;
 }
 
+/*
+ * Puts back the /boot that the snapshot named holds.  The /boot it replaces,
+ * the one that goes with the live volume, is kept and committed first, for
+ * cancel-revert, unless an earlier revert since the last merge kept it:
+ * whatever happens next, it is not lost.  The snapshots grow first to hold
+ * what the two copies write to the volume.
+ */
+static int revert_boot(struct pool *p, const char *name) {
+        _cleanup_free_ char *kept = NULL, *volume = NULL;
+        const struct snapshot *s = pool_find_snapshot(p, name);
+        struct volume *v;
+        uint64_t bytes;
+        int r;
+
+        volume = strdup(s->volume);
+        if (!volume)
+                return -ENOMEM;
+        v = pool_find_volume(p, volume);
+        if (!v->boot_replaced) {
+                r = boot_copy_keep_replaced(volume, &kept, &bytes);
+                if (r < 0)
+                        return r;
+                make_room_for_writes(p, volume, NULL, 2 * bytes / 512);
+                v = pool_find_volume(p, volume);
+                if (kept) {
+                        v->boot_replaced = TAKE_PTR(kept);
+                        r = pool_commit(p);
+                        if (r < 0) {
+                                (void) rb_pool_reload(p);
+                                return r;
+                        }
+                }
+        }
+        return boot_copy_put_back(pool_find_snapshot(p, name), &bytes);
+}
+
 int rb_revert(struct pool *p, const char *name, bool now, bool keep_boot) {
         bool untracked = false;
         struct snapshot *s;
@@ -167,24 +203,14 @@ int rb_revert(struct pool *p, const char *name, bool now, bool keep_boot) {
                 return -EINPROGRESS;
 
         if (!now) {
-                _cleanup_free_ char *replaced = NULL;
-                uint64_t bytes;
-
-                /* Of a revert merged or forgotten since. */
-                if (!v->revert) {
-                        free(v->boot_replaced);
-                        v->boot_replaced = NULL;
-                }
                 /* Before it is recorded: the next boot's kernel must be one the reverted root has. */
                 if (!keep_boot) {
-                        r = boot_copy_put_back(s, !v->boot_replaced, &replaced, &bytes);
+                        r = revert_boot(p, name);
                         if (r < 0)
                                 return r;
                         rb_crash_point("revert-boot");
-                        if (replaced) {
-                                free(v->boot_replaced);
-                                v->boot_replaced = TAKE_PTR(replaced);
-                        }
+                        s = pool_find_snapshot(p, name);
+                        v = pool_find_volume(p, s->volume);
                 }
                 free(v->revert);
                 v->revert = strdup(name);
@@ -254,6 +280,9 @@ static int merge_finish_record(struct pool *p, struct volume *v, struct snapshot
         v = pool_find_volume(p, volume);
         free(v->merging);
         v->merging = NULL;
+        /* The root is the snapshot's now, and so is /boot: what the revert replaced goes with neither. */
+        free(v->boot_replaced);
+        v->boot_replaced = NULL;
         if (!others)
                 pool_remove_volume(p, v);
         return pool_commit(p);

@@ -40,5 +40,6 @@ void remove_stale_stack(struct pool *p, const char *volume, const struct stack *
 /* autoextend.c */
 void make_room_before_suspend(struct pool *p, const char *volume, const char *except);
 void make_room_for_merge(struct pool *p, const char *merging);
+void make_room_for_writes(struct pool *p, const char *volume, const char *except, uint64_t sectors);
 /* refresh.c */
 unsigned invalidate_volume_snapshots(struct pool *p, const char *volume);

@@ -614,6 +614,11 @@ static int verb_revert(int argc, char *argv[]) {
                 log_error("the copy of /boot that '%s' holds is damaged; nothing was changed "
                           "(--keep-boot reverts the volume alone)", op.name);
                 return EXIT_INVALID_SNAPSHOT;
+        case EXDEV:
+                log_error("/boot is its own filesystem now and was not when '%s' was taken, or the other way round "
+                          "(is /boot mounted as it was?); nothing was changed (--keep-boot reverts the volume alone)",
+                          op.name);
+                return EXIT_INVALID_SNAPSHOT;
         case ENOEXEC:
                 log_error("no kernel in the /boot that '%s' holds has an initramfs with rollback's hook, so no boot "
                           "could start the merge; nothing was changed (--keep-boot reverts the volume alone)",
@@ -645,9 +650,10 @@ static int verb_cancel_revert(int argc, char *argv[]) {
                 return EXIT_NOT_FOUND;
         case ENODATA:
         case EILSEQ:
+        case EXDEV:
                 log_error("the copy of the /boot that the revert replaced is %s; nothing was changed "
                           "(--keep-boot forgets the revert and leaves /boot as it is)",
-                          r == -ENODATA ? "gone" : "damaged");
+                          r == -ENODATA ? "gone" : r == -EILSEQ ? "damaged" : "of another /boot filesystem layout");
                 return EXIT_FAIL;
         case ENOSPC:
                 log_error("/boot has no room for the files that the revert replaced; nothing was changed");

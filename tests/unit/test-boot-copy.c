@@ -54,7 +54,8 @@ int main(void) {
         char digest[RB_BOOT_DIGEST_LEN + 1], again[RB_BOOT_DIGEST_LEN + 1], before[RB_BOOT_DIGEST_LEN + 1];
         unsigned char md[32];
         char hostile[RB_BOOT_DIGEST_LEN + 1];
-        const char *evil = "f 0644 0 0 0.0 0 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 - ../escaped\n";
+        const char *evil = "rollback-boot-copy 1 directory\n"
+                           "f 0644 0 0 0.0 0 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 - ../escaped\n";
         uint64_t bytes;
         FILE *f;
 
@@ -114,5 +115,42 @@ int main(void) {
         /* Once more: nothing left to write. */
         CHECK_R(rb_boot_copy_restore(at("copy"), at("copy.manifest"), digest, at("boot"), &bytes));
         CHECK(bytes == 0);
+
+        /* A parent in /boot that is a link to an identical directory: not taken for it, in or out of the tree. */
+        for (int inside = 0; inside <= 1; inside++) {
+                const char *dir = inside ? "boot/old-grub" : "outside", *link = inside ? "old-grub" : "../outside";
+
+                CHECK(mkdir(at(dir), 0755) == 0);
+                CHECK(rename(at("boot/grub/grub.cfg"), at(inside ? "boot/old-grub/grub.cfg" : "outside/grub.cfg")) == 0);
+                CHECK(unlink(at("boot/grub/grubenv")) == 0 && rmdir(at("boot/grub")) == 0);
+                CHECK(symlink(link, at("boot/grub")) == 0);
+                CHECK_R(rb_boot_copy_restore(at("copy"), at("copy.manifest"), digest, at("boot"), &bytes));
+                digest_of("boot", again);
+                CHECK(strcmp(digest, again) == 0);
+        }
+        CHECK(access(at("outside/grub.cfg"), F_OK) == 0);
+
+        /* A directory of /boot become a link: the next save replaces the copy's directory. */
+        CHECK(unlink(at("boot/grub/grub.cfg")) == 0 && unlink(at("boot/grub/grubenv")) == 0);
+        CHECK(rmdir(at("boot/grub")) == 0);
+        CHECK(symlink("vmlinuz-6.1.0-1", at("boot/grub")) == 0);
+        CHECK_R(rb_boot_copy_save(at("boot"), at("copy"), at("copy.manifest"), again));
+        CHECK(strcmp(again, digest) != 0);
+
+        /* Content changed with size and mtime kept (touch -d): the copy follows it. */
+        {
+                struct timespec ts[2];
+                struct stat st;
+
+                CHECK(stat(at("boot/vmlinuz-6.1.0-1"), &st) == 0);
+                put("boot/vmlinuz-6.1.0-1", "kernel 1ne ", 10000);
+                ts[0] = ts[1] = st.st_mtim;
+                CHECK(utimensat(AT_FDCWD, at("boot/vmlinuz-6.1.0-1"), ts, 0) == 0);
+                CHECK_R(rb_boot_copy_save(at("boot"), at("copy"), at("copy.manifest"), digest));
+                CHECK(strcmp(again, digest) != 0);
+                f = fopen(at("copy/vmlinuz-6.1.0-1"), "r");
+                CHECK(f && fgets(hostile, 12, f) && strcmp(hostile, "kernel 1ne ") == 0);
+                fclose(f);
+        }
         return 0;
 }

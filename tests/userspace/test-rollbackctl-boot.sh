@@ -11,10 +11,12 @@
 ctl="rollbackctl --no-daemon"
 layout=$1
 
-# Type, mode, owner, mtime, link target and checksum of everything in /boot.
+# Type, mode, owner, mtime, link target and checksum of everything in /boot
+# (but what is mounted under it).
 boot_sums() {
-        (cd /mnt/boot && find . ! -name . ! -path './lost+found*' | sort | xargs stat -c '%F %a %u %g %Y %N' &&
-                find . -type f ! -path './lost+found/*' | sort | xargs md5sum)
+        (cd /mnt/boot && find . ! -name . ! -path './lost+found*' ! -path './efi*' | sort |
+                xargs stat -c '%F %a %u %g %Y %N' &&
+                find . -type f ! -path './lost+found/*' ! -path './efi/*' | sort | xargs md5sum)
 }
 
 # newc_entry NAME DATA: one entry of a cpio archive as the kernel reads it.
@@ -45,6 +47,10 @@ mkdir -p /mnt/boot
 if [ "$layout" = separate ]; then
         must mkfs.ext4 -q -F /dev/vdb
         must mount /dev/vdb /mnt/boot
+        # Another filesystem under /boot, as an ESP at /boot/efi: left out, never emptied.
+        mkdir -p /mnt/boot/efi
+        must mount -t tmpfs -o size=1M esp /mnt/boot/efi
+        echo "grubx64" > /mnt/boot/efi/BOOTX64.EFI
 fi
 mkdir -p /mnt/boot/grub
 dd if=/dev/urandom of=/mnt/boot/vmlinuz-6.1.0-1 bs=64k count=16 2>/dev/null
@@ -65,6 +71,8 @@ must mount -o ro,noload /dev/mapper/rollback-pre /snap
 [ -s /snap/var/lib/rollback/boot.manifest ] || fail "the snapshot holds no manifest of /boot"
 cmp -s /snap/var/lib/rollback/boot/initrd.img-6.1.0-1 /mnt/boot/initrd.img-6.1.0-1 ||
         fail "the snapshot's copy of the initramfs differs"
+[ "$layout" = separate ] && [ -e /snap/var/lib/rollback/boot/efi/BOOTX64.EFI ] &&
+        fail "the copy took in the filesystem mounted under /boot"
 umount /snap
 
 step "an upgrade: a new kernel, the old initramfs gone, GRUB's default moved"
@@ -124,6 +132,24 @@ if [ "$layout" = separate ]; then
         sync
 fi
 
+if [ "$layout" = directory ]; then
+        step "a /boot that is another filesystem now than when the snapshot was taken is refused"
+        must mount -t tmpfs -o size=4M other /mnt/boot
+        expect_rc 6 $ctl revert pre
+        revert_pending && fail "a refused revert was recorded"
+        must umount /mnt/boot
+        boot_sums | cmp -s - /tmp/boot-post || fail "a refused revert changed /boot"
+fi
+
+step "killed once /boot is back but before the revert is recorded: the post-upgrade /boot is still kept"
+ROLLBACK_CRASH_AT=revert-boot $ctl revert pre > /dev/null 2>&1
+[ $? = 137 ] || fail "revert was not killed at revert-boot"
+revert_pending && fail "a revert killed before it was recorded is pending"
+boot_sums | cmp -s - /tmp/boot-pre || fail "/boot is not the pre-upgrade one at revert-boot"
+must $ctl revert pre
+must $ctl cancel-revert
+boot_sums | cmp -s - /tmp/boot-post || fail "the post-upgrade /boot was lost to the killed revert"
+
 step "revert puts the pre-upgrade /boot back exactly, then records the revert"
 must $ctl revert pre
 revert_pending || fail "the revert was not recorded"
@@ -140,16 +166,19 @@ boot_sums | cmp -s - /tmp/boot-pre || fail "a second revert changed /boot"
 must $ctl cancel-revert
 boot_sums | cmp -s - /tmp/boot-post || fail "cancel-revert after two reverts did not put back the post-upgrade /boot"
 
+[ "$layout" = separate ] && { grep -qx grubx64 /mnt/boot/efi/BOOTX64.EFI || fail "the ESP under /boot was touched"; }
+
 step "the merge brings the root back, and /boot still matches it"
 must $ctl revert pre
 must $ctl cancel-revert --keep-boot
 boot_sums | cmp -s - /tmp/boot-pre || fail "cancel-revert --keep-boot changed /boot"
-[ "$layout" = separate ] && must umount /mnt/boot
+[ "$layout" = separate ] && must umount /mnt/boot/efi && must umount /mnt/boot
 must umount /mnt
 must $ctl revert pre --now --keep-boot
 must $ctl wait --timeout 300
 must mount /dev/mapper/vg0-root /mnt
 [ "$layout" = separate ] && must mount /dev/vdb /mnt/boot
 boot_sums | cmp -s - /tmp/boot-pre || fail "/boot changed after the merge"
+[ "$layout" = separate ] && { [ -d /mnt/boot/efi ] || fail "the mount point under /boot is gone"; }
 grep -qx "version 1" /mnt/etc/pkg-version || fail "the root was not merged back"
 pass

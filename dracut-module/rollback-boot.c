@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "dm.h"
@@ -87,6 +88,12 @@ static int open_pool_waiting(const char *pool, unsigned wait_sec, struct pool **
                 }
                 (void) usleep(250 * 1000);
         }
+}
+
+static const char *kernel_release(void) {
+        static struct utsname u;
+
+        return uname(&u) < 0 ? "unknown" : u.release;
 }
 
 int main(int argc, char *argv[]) {
@@ -201,6 +208,11 @@ int main(int argc, char *argv[]) {
                 else {
                         log_info("%s: %u snapshot(s) armed with %s targets", names[i], rep.armed,
                                  backend_to_string(rep.backend));
+                        /* A kernel installed by an upgrade whose DKMS build failed: the COW format is the same. */
+                        if (p->meta.settings.backend == BACKEND_AUTO && rep.backend == BACKEND_UPSTREAM)
+                                log_warning("%s: no dm-rollback module for this kernel (%s; did its DKMS build "
+                                            "fail?): the snapshots and merges go on with the upstream dm-snapshot "
+                                            "targets, on the same COWs", names[i], kernel_release());
                         if (rep.merging)
                                 log_info("%s: merging snapshot '%s' (%s)", names[i], rep.merging,
                                          rep.merge_started ? "revert requested" : "continuing");

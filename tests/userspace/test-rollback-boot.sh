@@ -10,6 +10,9 @@
 #            targets back
 #   unarmed  booted without the hook: the volume is written untracked, and
 #            the snapshot is reported invalid
+#   nomodule a new snapshot fifth, a change, a revert of fifth pending
+#   nomodule-boot  a kernel without dm-rollback (its DKMS build failed):
+#            rollback-boot says so and merges on the upstream targets
 . ./lib.sh
 . ./lib-userspace.sh
 phase=$1
@@ -149,6 +152,35 @@ unarmed)
         $ctl list
         [ "$($ctl --json list | json_field state)" = invalid ] || fail "fourth is not reported invalid"
         expect_rc 6 $ctl revert fourth
+        ;;
+nomodule)
+        load_state
+        early_boot
+        must $ctl delete fourth
+        must mount /dev/mapper/vg0-root /mnt
+        tree_sums /mnt > /tmp/state/sums-fifth
+        must $ctl snapshot --name fifth vg0-root
+        uses_target rollback-fifth rollback-snap || fail "fifth is not a rollback-snap"
+        echo "after fifth" > /mnt/after-fifth
+        umount /mnt
+        must $ctl revert fifth
+        save_state
+        ;;
+nomodule-boot)
+        load_state
+        must lvm vgchange -q -ay vg0
+        must rmmod dm_rollback
+        must mv /lib/modules/dm-rollback.ko /tmp/
+        rollback-boot 2> /tmp/boot.err || fail "rollback-boot failed without dm-rollback: $(cat /tmp/boot.err)"
+        cat /tmp/boot.err
+        grep -q "no dm-rollback module for this kernel ($(uname -r);" /tmp/boot.err ||
+                fail "rollback-boot does not say why it uses the upstream targets"
+        uses_target vg0-root snapshot-merge || fail "vg0-root is not merging on snapshot-merge: $(dmsetup table)"
+        must $ctl wait --timeout 120
+        must mount /dev/mapper/vg0-root /mnt
+        tree_sums /mnt > /tmp/sums-now
+        umount /mnt
+        cmp -s /tmp/state/sums-fifth /tmp/sums-now || fail "the upstream merge did not bring fifth back"
         ;;
 esac
 pass

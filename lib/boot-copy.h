@@ -58,5 +58,8 @@ int boot_copy_keep_replaced(const char *volume, char **ret_digest, uint64_t *ret
  */
 int boot_copy_put_back(const struct snapshot *s, uint64_t *ret_bytes);
 
-/* For cancel-revert: the /boot that a revert of volume replaced goes back, with the same errors. */
+/*
+ * For cancel-revert: the /boot that a revert of volume replaced goes back
+ * (1), with the same errors; 0 when the volume is not mounted with a /boot.
+ */
 int boot_copy_put_back_replaced(const char *volume, const char *digest);

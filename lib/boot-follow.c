@@ -325,7 +325,7 @@ int boot_copy_put_back_replaced(const char *volume, const char *digest) {
         if (r <= 0)
                 return r;
         r = find_copy(mnt, REPLACED_NAME, &copy, &manifest);
-        if (r < 0)
-                return copy_error(r);
-        return copy_error(rb_boot_copy_restore(copy, manifest, digest, boot, NULL));
+        if (r >= 0)
+                r = rb_boot_copy_restore(copy, manifest, digest, boot, NULL);
+        return r < 0 ? copy_error(r) : 1;
 }

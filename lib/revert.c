@@ -29,21 +29,26 @@ DEFINE_STRING_TABLE(merge_state, enum merge_state, _MERGE_STATE_MAX);
 
 int rb_cancel_revert(struct pool *p, const char *volume, bool keep_boot) {
         unsigned n = 0;
-        int r;
 
         for (size_t i = 0; i < p->meta.n_volumes; i++) {
                 struct volume *v = &p->meta.volumes[i];
+                int r = 0;
 
                 if ((volume && strcmp(v->name, volume) != 0) || !v->revert)
                         continue;
-                /* The /boot the revert replaced goes back first: the next boot starts the kernel it had. */
+                /*
+                 * The /boot the revert replaced goes back first: the next boot
+                 * starts the kernel it had.  Not mounted, it is kept for later.
+                 */
                 if (!keep_boot && v->boot_replaced) {
                         r = boot_copy_put_back_replaced(v->name, v->boot_replaced);
                         if (r < 0)
                                 return r;
                 }
-                free(v->boot_replaced);
-                v->boot_replaced = NULL;
+                if (keep_boot || r > 0) {
+                        free(v->boot_replaced);
+                        v->boot_replaced = NULL;
+                }
                 free(v->revert);
                 v->revert = NULL;
                 v->merge_start_chunks = 0;

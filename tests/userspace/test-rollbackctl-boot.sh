@@ -34,6 +34,16 @@ fake_initramfs() {
         { newc_entry "$2" "#!/bin/sh"; newc_entry "TRAILER!!!" ""; } | gzip -c > "$1"
 }
 
+umount_root() {
+        [ "$layout" = separate ] && { must umount /mnt/boot/efi; must umount /mnt/boot; }
+        must umount /mnt
+}
+
+mount_root() {
+        must mount /dev/mapper/vg0-root /mnt
+        [ "$layout" = separate ] && { must mount /dev/vdb /mnt/boot; must mount -t tmpfs -o size=1M esp /mnt/boot/efi; }
+}
+
 revert_pending() {
         $ctl --json list | grep -q '"revert_pending": true'
 }
@@ -168,17 +178,23 @@ boot_sums | cmp -s - /tmp/boot-post || fail "cancel-revert after two reverts did
 
 [ "$layout" = separate ] && { grep -qx grubx64 /mnt/boot/efi/BOOTX64.EFI || fail "the ESP under /boot was touched"; }
 
+step "cancel-revert of an unmounted volume keeps the replaced /boot for when it is mounted again"
+must $ctl revert pre
+umount_root
+must $ctl cancel-revert
+mount_root
+must $ctl revert pre
+must $ctl cancel-revert
+boot_sums | cmp -s - /tmp/boot-post || fail "the replaced /boot was lost to a cancel-revert while unmounted"
+
 step "the merge brings the root back, and /boot still matches it"
 must $ctl revert pre
 must $ctl cancel-revert --keep-boot
 boot_sums | cmp -s - /tmp/boot-pre || fail "cancel-revert --keep-boot changed /boot"
-[ "$layout" = separate ] && must umount /mnt/boot/efi && must umount /mnt/boot
-must umount /mnt
+umount_root
 must $ctl revert pre --now --keep-boot
 must $ctl wait --timeout 300
-must mount /dev/mapper/vg0-root /mnt
-[ "$layout" = separate ] && must mount /dev/vdb /mnt/boot
+mount_root
 boot_sums | cmp -s - /tmp/boot-pre || fail "/boot changed after the merge"
-[ "$layout" = separate ] && { [ -d /mnt/boot/efi ] || fail "the mount point under /boot is gone"; }
 grep -qx "version 1" /mnt/etc/pkg-version || fail "the root was not merged back"
 pass

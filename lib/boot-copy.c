@@ -855,8 +855,9 @@ static int remove_extra(int dir, dev_t dev, const char *prefix, struct entry **i
                 if (!found)
                         r = remove_at(dir, names[i]);
                 else if ((*found)->type == 'd' && S_ISDIR(st.st_mode)) {
-                        _cleanup_close_ int sub = openat(dir, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        _cleanup_close_ int sub = -1;
 
+                        sub = openat(dir, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         r = sub < 0 ? -errno : remove_extra(sub, dev, path, index, n);
                 }
         }

@@ -119,9 +119,10 @@ int main(void) {
         /* A parent in /boot that is a link to an identical directory: not taken for it, in or out of the tree. */
         for (int inside = 0; inside <= 1; inside++) {
                 const char *dir = inside ? "boot/old-grub" : "outside", *link = inside ? "old-grub" : "../outside";
+                const char *moved = inside ? "boot/old-grub/grub.cfg" : "outside/grub.cfg";
 
                 CHECK(mkdir(at(dir), 0755) == 0);
-                CHECK(rename(at("boot/grub/grub.cfg"), at(inside ? "boot/old-grub/grub.cfg" : "outside/grub.cfg")) == 0);
+                CHECK(rename(at("boot/grub/grub.cfg"), at(moved)) == 0);
                 CHECK(unlink(at("boot/grub/grubenv")) == 0 && rmdir(at("boot/grub")) == 0);
                 CHECK(symlink(link, at("boot/grub")) == 0);
                 CHECK_R(rb_boot_copy_restore(at("copy"), at("copy.manifest"), digest, at("boot"), &bytes));

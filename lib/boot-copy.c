@@ -89,6 +89,12 @@ static int sha256_buffer(const void *p, size_t n, char ret[RB_BOOT_DIGEST_LEN + 
         return 0;
 }
 
+static void (*keepalive)(void);
+
+void rb_boot_copy_set_keepalive(void (*fn)(void)) {
+        keepalive = fn;
+}
+
 /* Hashes what fd holds from its start; with out >= 0, also writes it there. */
 static int sha256_fd(int fd, int out, char ret[RB_BOOT_DIGEST_LEN + 1]) {
         _cleanup_(evp_freep) EVP_MD_CTX *c = EVP_MD_CTX_new();
@@ -111,6 +117,8 @@ static int sha256_fd(int fd, int out, char ret[RB_BOOT_DIGEST_LEN + 1]) {
                         if (w < 0)
                                 return -errno;
                 }
+                if (keepalive)
+                        keepalive();
         }
         EVP_DigestFinal_ex(c, md, NULL);
         to_hex(md, ret);

@@ -27,6 +27,13 @@ int rb_boot_copy_save(const char *boot, const char *copy, const char *manifest,
 int rb_boot_copy_restore(const char *copy, const char *manifest, const char *digest, const char *boot,
                          uint64_t *ret_bytes);
 
+/*
+ * Called between the blocks that a save or a restore reads and writes: a
+ * daemon under a watchdog pings it from there, so that a long copy on a slow
+ * disk is not taken for a hang and killed half-way.  NULL calls nothing.
+ */
+void rb_boot_copy_set_keepalive(void (*keepalive)(void));
+
 /* Whether digest is 64 lowercase hex digits. */
 int rb_boot_digest_is_valid(const char *digest);
 

@@ -15,6 +15,7 @@
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
+#include "boot-copy.h"
 #include "bus.h"
 #include "dm.h"
 #include "log.h"
@@ -535,6 +536,21 @@ static int parse_argv(int argc, char *argv[]) {
         return 1;
 }
 
+/*
+ * A call that copies /boot (a snapshot, a revert) runs in the loop and may
+ * outlast WatchdogSec= on a slow disk: killed there, a revert would stop
+ * half-way.  The copy pings the watchdog as it goes, at most once a second.
+ */
+static void watchdog_keepalive(void) {
+        static uint64_t last_usec;
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+
+        if (now - last_usec < 1000000)
+                return;
+        last_usec = now;
+        (void) sd_notify(false, "WATCHDOG=1");
+}
+
 int main(int argc, char *argv[]) {
         struct daemon d = {};
         sd_event_source *timer = NULL;
@@ -557,6 +573,7 @@ int main(int argc, char *argv[]) {
                 return log_error_errno(r, "Failed to get an event loop: %m"), 1;
         /* Pings systemd's watchdog (WatchdogSec=) from the loop: a stuck daemon gets restarted. */
         (void) sd_event_set_watchdog(d.event, true);
+        rb_boot_copy_set_keepalive(watchdog_keepalive);
         (void) sd_event_add_signal(d.event, NULL, SIGTERM, NULL, NULL);
         (void) sd_event_add_signal(d.event, NULL, SIGINT, NULL, NULL);
 

@@ -42,6 +42,12 @@ static void digest_of(const char *boot, char ret[RB_BOOT_DIGEST_LEN + 1]) {
         CHECK_R(rb_boot_copy_save(at(boot), at("now"), at("now.manifest"), ret));
 }
 
+static unsigned keepalives;
+
+static void count_keepalive(void) {
+        keepalives++;
+}
+
 static void corrupt(const char *rel) {
         int fd = open(at(rel), O_WRONLY);
 
@@ -71,7 +77,10 @@ int main(void) {
         CHECK(symlink("vmlinuz-6.1.0-1", at("boot/vmlinuz")) == 0);
         CHECK(chmod(at("boot/vmlinuz-6.1.0-1"), 0600) == 0);
 
+        /* A daemon's watchdog is pinged while the copy goes on (1 MiB of initramfs: 16 blocks). */
+        rb_boot_copy_set_keepalive(count_keepalive);
         CHECK_R(rb_boot_copy_save(at("boot"), at("copy"), at("copy.manifest"), digest));
+        CHECK(keepalives >= 16);
         CHECK(rb_boot_digest_is_valid(digest));
         CHECK_R(rb_boot_copy_save(at("boot"), at("copy"), at("copy.manifest"), again));
         CHECK(strcmp(digest, again) == 0);
@@ -106,7 +115,9 @@ int main(void) {
         CHECK(strcmp(before, again) == 0);
 
         /* The copy's own mtime changed with the repair above: the content is what counts, and it is whole again. */
+        keepalives = 0;
         CHECK_R(rb_boot_copy_restore(at("copy"), at("copy.manifest"), digest, at("boot"), &bytes));
+        CHECK(keepalives >= 16);
         CHECK(bytes == strlen("initramfs with the rollback hook ") * 30000 + strlen("set default=0\n"));
         CHECK(access(at("boot/vmlinuz-6.1.0-2"), F_OK) < 0);
         digest_of("boot", again);

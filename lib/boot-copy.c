@@ -169,7 +169,12 @@ static void names_free(char **names, size_t n) {
 }
 
 /* The names in dirfd, sorted, so that the same tree gives the same manifest. */
-static int list_dir(int dirfd, char ***ret, size_t *ret_n) {
+static bool is_staged(const char *name) {
+        return strncmp(name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0;
+}
+
+/* The names in dirfd, sorted; our temporary files only if asked for. */
+static int list_dir(int dirfd, bool with_staged, char ***ret, size_t *ret_n) {
         _cleanup_(closedirp) DIR *d = NULL;
         char **names = NULL;
         size_t n = 0;
@@ -187,7 +192,7 @@ static int list_dir(int dirfd, char ***ret, size_t *ret_n) {
                 char **grown;
 
                 if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
-                    strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0)
+                    (!with_staged && is_staged(de->d_name)))
                         continue;
                 grown = realloc(names, (n + 1) * sizeof(*names));
                 if (!grown) {
@@ -228,7 +233,7 @@ static int remove_tree_at(int dirfd, const char *name) {
 
         if (fd < 0)
                 return -errno;
-        r = list_dir(fd, &names, &n);
+        r = list_dir(fd, true, &names, &n);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n && r >= 0; i++)
@@ -434,7 +439,7 @@ static int save_dir(struct save *sv, int src, int dst, const char *prefix) {
         size_t n = 0, n_old = 0;
         int r;
 
-        r = list_dir(src, &names, &n);
+        r = list_dir(src, false, &names, &n);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n && r >= 0; i++) {
@@ -444,9 +449,9 @@ static int save_dir(struct save *sv, int src, int dst, const char *prefix) {
                 if (r >= 0)
                         r = save_entry(sv, src, dst, names[i], path);
         }
-        /* What the copy holds beyond the source goes. */
+        /* What the copy holds beyond the source goes, a cut-off save's temporary file too. */
         if (r >= 0)
-                r = list_dir(dst, &old, &n_old);
+                r = list_dir(dst, true, &old, &n_old);
         for (size_t i = 0; i < n_old && r >= 0; i++)
                 if (!bsearch(&old[i], names, n, sizeof(*names), cmp_names))
                         r = remove_at(dst, old[i]);
@@ -527,7 +532,7 @@ static bool path_is_safe(const char *path) {
                 size_t n = strcspn(c, "/");
 
                 if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.') ||
-                    strncmp(c, TMP_PREFIX, strlen(TMP_PREFIX)) == 0)
+                    is_staged(c))
                         return false;
                 if (!c[n])
                         return true;
@@ -846,7 +851,7 @@ static int remove_extra(int dir, dev_t dev, const char *prefix, struct entry **i
         size_t k;
         int r;
 
-        r = list_dir(dir, &names, &k);
+        r = list_dir(dir, false, &names, &k);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < k && r >= 0; i++) {
@@ -870,6 +875,35 @@ static int remove_extra(int dir, dev_t dev, const char *prefix, struct entry **i
                 }
         }
         names_free(names, k);
+        return r;
+}
+
+/*
+ * Step 0: what a restore cut off between staging and renaming left in
+ * boot goes first, and with it the room it takes from this one.
+ */
+static int remove_staged_leftovers(int dir, dev_t dev) {
+        char **names;
+        size_t n;
+        int r;
+
+        r = list_dir(dir, true, &names, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                _cleanup_close_ int sub = -1;
+                struct stat st;
+
+                if (is_staged(names[i])) {
+                        r = remove_at(dir, names[i]);
+                        continue;
+                }
+                if (fstatat(dir, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) || st.st_dev != dev)
+                        continue;
+                sub = openat(dir, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                r = sub < 0 ? -errno : remove_staged_leftovers(sub, dev);
+        }
+        names_free(names, n);
         return r;
 }
 
@@ -914,6 +948,9 @@ int rb_boot_copy_restore(const char *copy, const char *manifest, const char *dig
         /* A /boot that is now its own filesystem and was not then (or the other way round): not this copy's. */
         if ((st.st_dev != up.st_dev) != m.separate)
                 return -EXDEV;
+        r = remove_staged_leftovers(b, st.st_dev);
+        if (r < 0)
+                return r;
         r = restore_plan(c, b, &m, &bytes);
         if (r < 0)
                 return r;

@@ -114,10 +114,17 @@ int main(void) {
         digest_of("boot", again);
         CHECK(strcmp(before, again) == 0);
 
+        /* What a restore cut off before its renames left behind, in a directory the restore removes too. */
+        put("boot/.rollback-boot.3", "staged kernel ", 1000);
+        put("boot/grub/.rollback-boot.0", "staged grub.cfg\n", 1);
+        put("boot/initrd.img-6.1.0-1/.rollback-boot.1", "staged\n", 1);
+
         /* The copy's own mtime changed with the repair above: the content is what counts, and it is whole again. */
         keepalives = 0;
         CHECK_R(rb_boot_copy_restore(at("copy"), at("copy.manifest"), digest, at("boot"), &bytes));
         CHECK(keepalives >= 16);
+        CHECK(access(at("boot/.rollback-boot.3"), F_OK) < 0);
+        CHECK(access(at("boot/grub/.rollback-boot.0"), F_OK) < 0);
         CHECK(bytes == strlen("initramfs with the rollback hook ") * 30000 + strlen("set default=0\n"));
         CHECK(access(at("boot/vmlinuz-6.1.0-2"), F_OK) < 0);
         digest_of("boot", again);

@@ -52,6 +52,53 @@ static bool fail_pending_alloc;
 module_param(fail_pending_alloc, bool, 0644);
 MODULE_PARM_DESC(fail_pending_alloc, "Take pending exceptions only from the reserves (testing)");
 
+/*
+ * Copies in flight, all origins together.  Each holds a chunk of pages and
+ * a kcopyd job: a burst of writeback would otherwise start one per dirty
+ * chunk at once, and kcopyd's worker spends seconds allocating for them.
+ * Writes that would start more wait in their map function, outside every
+ * lock; the commits and the merge, which end copies, never wait.
+ */
+static unsigned int copy_limit = 2048;
+module_param(copy_limit, uint, 0644);
+MODULE_PARM_DESC(copy_limit, "Copies in flight before new writes wait (0: no limit)");
+
+static unsigned int copy_peak;
+module_param(copy_peak, uint, 0644);
+MODULE_PARM_DESC(copy_peak, "The most copies in flight so far (write 0 to reset)");
+
+static atomic_t copies_in_flight = ATOMIC_INIT(0);
+static DECLARE_WAIT_QUEUE_HEAD(copy_room_wait);
+
+bool dmrb_copy_room(void)
+{
+	unsigned int limit = READ_ONCE(copy_limit);
+
+	return !limit || atomic_read(&copies_in_flight) < limit;
+}
+
+void dmrb_wait_for_copy_room(void)
+{
+	wait_event(copy_room_wait, dmrb_copy_room());
+}
+
+static void copy_started(void)
+{
+	unsigned int n = atomic_inc_return(&copies_in_flight);
+
+	/* Racy, but never above the true peak. */
+	if (n > READ_ONCE(copy_peak))
+		WRITE_ONCE(copy_peak, n);
+}
+
+/* Last in copy_done(): touches no origin or snapshot, which may be gone. */
+static void copy_ended(void)
+{
+	atomic_dec(&copies_in_flight);
+	if (wq_has_sleeper(&copy_room_wait))
+		wake_up_all(&copy_room_wait);
+}
+
 static void *pending_pool_alloc(gfp_t gfp, void *cache)
 {
 	if (READ_ONCE(fail_pending_alloc))
@@ -682,6 +729,7 @@ static void copy_done(int read_err, unsigned long write_err, void *context)
 		spin_unlock(&retry_lock);
 		queue_work(dmrb_wq, &retry_work);
 	}
+	copy_ended();
 }
 
 /*
@@ -706,6 +754,7 @@ void dmrb_start_copy(struct dmrb_origin *o, struct dmrb_pending *chain)
 		dests[n].count = src.count;
 	}
 
+	copy_started();
 	dm_kcopyd_copy(o->kc, &src, n, dests, 0, copy_done, chain);
 }
 

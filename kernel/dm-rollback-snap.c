@@ -318,6 +318,11 @@ again:
 		if (copying) {
 			bio_list_add(&copying->snap_bios, bio);
 		} else {
+			if (!dmrb_copy_room()) {
+				mutex_unlock(&s->lock);
+				dmrb_wait_for_copy_room();
+				goto again;
+			}
 			if (!spare)
 				spare = dmrb_alloc_pending(s, GFP_NOWAIT);
 			if (!spare) {
@@ -569,10 +574,18 @@ static int origin_map(struct dm_target *ti, struct bio *bio)
 		return DM_MAPIO_REMAPPED;
 
 	sector = bio->bi_iter.bi_sector;
+again:
 	down_read(&dmrb_origins_lock);
 	o = dmrb_find_origin(oc->dev->bdev->bd_dev);
 	if (o && o->min_chunk) {
-		unsigned int room = o->min_chunk - (sector & (o->min_chunk - 1));
+		unsigned int room;
+
+		if (!dmrb_copy_room()) {
+			up_read(&dmrb_origins_lock);
+			dmrb_wait_for_copy_room();
+			goto again;
+		}
+		room = o->min_chunk - (sector & (o->min_chunk - 1));
 
 		/* One chunk per bio keeps each write waiting on one copy. */
 		if (bio_sectors(bio) > room)
@@ -629,7 +642,7 @@ static int origin_iterate_devices(struct dm_target *ti,
 
 struct target_type dmrb_origin_target = {
 	.name = "rollback-origin",
-	.version = {1, 3, 1},
+	.version = {1, 4, 0},
 	.module = THIS_MODULE,
 	.ctr = origin_ctr,
 	.dtr = origin_dtr,
@@ -643,7 +656,7 @@ struct target_type dmrb_origin_target = {
 
 struct target_type dmrb_snapshot_target = {
 	.name = "rollback-snap",
-	.version = {1, 3, 1},
+	.version = {1, 4, 0},
 	.module = THIS_MODULE,
 	.ctr = snap_ctr,
 	.dtr = dmrb_snapshot_dtr,

@@ -297,6 +297,8 @@ struct dmrb_pending *dmrb_new_pending(struct dmrb_snapshot *s, dmrb_chunk_t chun
 				      struct dmrb_pending *pe, struct bio *bio);
 void dmrb_end_nospace_wait(struct dmrb_snapshot *s);
 void dmrb_origin_suspending(dev_t dev, bool suspending);
+bool dmrb_copy_room(void);
+void dmrb_wait_for_copy_room(void);
 void dmrb_start_copy(struct dmrb_origin *o, struct dmrb_pending *chain);
 int dmrb_origin_write(struct dmrb_origin *o, sector_t sector,
 		      unsigned int count, struct bio *bio);

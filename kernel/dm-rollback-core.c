@@ -53,50 +53,72 @@ module_param(fail_pending_alloc, bool, 0644);
 MODULE_PARM_DESC(fail_pending_alloc, "Take pending exceptions only from the reserves (testing)");
 
 /*
- * Copies in flight, all origins together.  Each holds a chunk of pages and
- * a kcopyd job: a burst of writeback would otherwise start one per dirty
- * chunk at once, and kcopyd's worker spends seconds allocating for them.
- * Writes that would start more wait in their map function, outside every
- * lock; the commits and the merge, which end copies, never wait.
+ * Copies in flight, per origin.  A burst of writeback would otherwise start
+ * one per dirty chunk at once: kcopyd's worker then spends seconds
+ * allocating their pages, and their pending exceptions wait for commits.
+ * A write that would start one more waits in its map function, holding no
+ * lock, as upstream's do; the retries, the merge and the commits, which
+ * other writes wait on, never wait.  Per origin, so that one origin's
+ * copies, or its COW device suspended, hold up no other origin.
  */
 static unsigned int copy_limit = 2048;
 module_param(copy_limit, uint, 0644);
-MODULE_PARM_DESC(copy_limit, "Copies in flight before new writes wait (0: no limit)");
+MODULE_PARM_DESC(copy_limit, "Copies in flight per origin before new writes wait (0: no limit)");
 
 static unsigned int copy_peak;
 module_param(copy_peak, uint, 0644);
-MODULE_PARM_DESC(copy_peak, "The most copies in flight so far (write 0 to reset)");
+MODULE_PARM_DESC(copy_peak, "The most copies in flight of an origin so far (write 0 to reset)");
 
-static atomic_t copies_in_flight = ATOMIC_INIT(0);
-static DECLARE_WAIT_QUEUE_HEAD(copy_room_wait);
+/* Counts the copies that ended with room left: what a waiter waits to see change. */
+static atomic_t copies_ended = ATOMIC_INIT(0);
+static DECLARE_WAIT_QUEUE_HEAD(copy_end_wait);
 
-bool dmrb_copy_room(void)
+/*
+ * Whether o may start another copy.  *seq is read first, so that a copy
+ * ending after the check still ends dmrb_wait_for_copies(*seq).
+ */
+bool dmrb_copy_room(struct dmrb_origin *o, unsigned int *seq)
 {
 	unsigned int limit = READ_ONCE(copy_limit);
 
-	return !limit || atomic_read(&copies_in_flight) < limit;
+	*seq = atomic_read(&copies_ended);
+	smp_rmb();	/* pairs with the full barrier of atomic_dec_return() */
+	return !limit || atomic_read(&o->copies) < limit;
 }
 
-void dmrb_wait_for_copy_room(void)
+/* The waiter holds no lock: the origin may be gone when it wakes. */
+void dmrb_wait_for_copies(unsigned int seq)
 {
-	wait_event(copy_room_wait, dmrb_copy_room());
+	io_wait_event(copy_end_wait, atomic_read(&copies_ended) != seq);
 }
 
-static void copy_started(void)
+static void copy_started(struct dmrb_origin *o)
 {
-	unsigned int n = atomic_inc_return(&copies_in_flight);
+	unsigned int n = atomic_inc_return(&o->copies);
+	unsigned int peak = READ_ONCE(copy_peak);
 
-	/* Racy, but never above the true peak. */
-	if (n > READ_ONCE(copy_peak))
-		WRITE_ONCE(copy_peak, n);
+	while (n > peak) {
+		unsigned int seen = cmpxchg(&copy_peak, peak, n);
+
+		if (seen == peak)
+			break;
+		peak = seen;
+	}
 }
 
-/* Last in copy_done(): touches no origin or snapshot, which may be gone. */
-static void copy_ended(void)
+/*
+ * Last in copy_done(): o outlives it, its kcopyd client waits for the
+ * callback to return before the origin is freed.
+ */
+static void copy_ended(struct dmrb_origin *o)
 {
-	atomic_dec(&copies_in_flight);
-	if (wq_has_sleeper(&copy_room_wait))
-		wake_up_all(&copy_room_wait);
+	unsigned int limit = READ_ONCE(copy_limit);
+
+	if (atomic_dec_return(&o->copies) >= limit && limit)
+		return;
+	atomic_inc(&copies_ended);
+	if (wq_has_sleeper(&copy_end_wait))
+		wake_up_all(&copy_end_wait);
 }
 
 static void *pending_pool_alloc(gfp_t gfp, void *cache)
@@ -378,7 +400,7 @@ static bool may_wait(struct dmrb_snapshot *s)
 /* Sends a snapshot write again that waited for the COW to grow. */
 static void retry_snapshot_bio(struct dmrb_snapshot *s, struct bio *bio)
 {
-	switch (dmrb_snapshot_map(s->ti, bio)) {
+	switch (dmrb_snapshot_map_bio(s, bio, false)) {
 	case DM_MAPIO_REMAPPED:
 		submit_bio_noacct(bio);
 		break;
@@ -729,7 +751,7 @@ static void copy_done(int read_err, unsigned long write_err, void *context)
 		spin_unlock(&retry_lock);
 		queue_work(dmrb_wq, &retry_work);
 	}
-	copy_ended();
+	copy_ended(o);
 }
 
 /*
@@ -754,7 +776,7 @@ void dmrb_start_copy(struct dmrb_origin *o, struct dmrb_pending *chain)
 		dests[n].count = src.count;
 	}
 
-	copy_started();
+	copy_started(o);
 	dm_kcopyd_copy(o->kc, &src, n, dests, 0, copy_done, chain);
 }
 

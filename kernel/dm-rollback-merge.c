@@ -76,7 +76,6 @@ static int merge_map_bio(struct dmrb_merge *m, struct bio *bio)
 	bio_set_dev(bio, s->origin_dev->bdev);
 	bio->bi_iter.bi_sector = offset;
 	if (bio_data_dir(bio) == WRITE && bio_sectors(bio)) {
-		dmrb_wait_for_copy_room();
 		down_read(&dmrb_origins_lock);
 		r = dmrb_origin_write(s->origin, offset, bio_sectors(bio), bio);
 		up_read(&dmrb_origins_lock);
@@ -678,7 +677,7 @@ static int merge_message(struct dm_target *ti, unsigned int argc, char **argv,
 
 struct target_type dmrb_merge_target = {
 	.name = "rollback-merge",
-	.version = {1, 5, 0},
+	.version = {1, 5, 1},
 	.module = THIS_MODULE,
 	.ctr = merge_ctr,
 	.dtr = merge_dtr,

@@ -280,13 +280,15 @@ void dmrb_snapshot_dtr(struct dm_target *ti)
 	snapshot_free(s);
 }
 
-int dmrb_snapshot_map(struct dm_target *ti, struct bio *bio)
+/* may_wait: false for a write sent again by a worker, which must not sleep here. */
+int dmrb_snapshot_map_bio(struct dmrb_snapshot *s, struct bio *bio, bool may_wait)
 {
-	struct dmrb_snapshot *s = ti->private;
+	struct dm_target *ti = s->ti;
 	struct dmrb_tracked *t = dm_per_bio_data(bio, sizeof(*t));
 	struct dmrb_exception *e;
 	struct dmrb_pending *pe = NULL, *copying, *spare = NULL;
 	dmrb_chunk_t chunk;
+	unsigned int seq;
 	int r = DM_MAPIO_REMAPPED;
 
 	INIT_HLIST_NODE(&t->node);
@@ -318,9 +320,9 @@ again:
 		if (copying) {
 			bio_list_add(&copying->snap_bios, bio);
 		} else {
-			if (!dmrb_copy_room()) {
+			if (may_wait && !dmrb_copy_room(s->origin, &seq)) {
 				mutex_unlock(&s->lock);
-				dmrb_wait_for_copy_room();
+				dmrb_wait_for_copies(seq);
 				goto again;
 			}
 			if (!spare)
@@ -578,11 +580,11 @@ again:
 	down_read(&dmrb_origins_lock);
 	o = dmrb_find_origin(oc->dev->bdev->bd_dev);
 	if (o && o->min_chunk) {
-		unsigned int room;
+		unsigned int room, seq;
 
-		if (!dmrb_copy_room()) {
+		if (!dmrb_copy_room(o, &seq)) {
 			up_read(&dmrb_origins_lock);
-			dmrb_wait_for_copy_room();
+			dmrb_wait_for_copies(seq);
 			goto again;
 		}
 		room = o->min_chunk - (sector & (o->min_chunk - 1));
@@ -642,7 +644,7 @@ static int origin_iterate_devices(struct dm_target *ti,
 
 struct target_type dmrb_origin_target = {
 	.name = "rollback-origin",
-	.version = {1, 4, 0},
+	.version = {1, 4, 1},
 	.module = THIS_MODULE,
 	.ctr = origin_ctr,
 	.dtr = origin_dtr,
@@ -654,13 +656,18 @@ struct target_type dmrb_origin_target = {
 	.iterate_devices = origin_iterate_devices,
 };
 
+static int snap_map(struct dm_target *ti, struct bio *bio)
+{
+	return dmrb_snapshot_map_bio(ti->private, bio, true);
+}
+
 struct target_type dmrb_snapshot_target = {
 	.name = "rollback-snap",
-	.version = {1, 4, 0},
+	.version = {1, 4, 1},
 	.module = THIS_MODULE,
 	.ctr = snap_ctr,
 	.dtr = dmrb_snapshot_dtr,
-	.map = dmrb_snapshot_map,
+	.map = snap_map,
 	.end_io = dmrb_snapshot_end_io,
 	.presuspend = snapshot_presuspend,
 	.presuspend_undo = snapshot_presuspend_undo,

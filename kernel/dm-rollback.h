@@ -135,6 +135,7 @@ struct dmrb_origin {
 	dev_t dev;
 	struct list_head snapshots;
 	struct dm_kcopyd_client *kc;
+	atomic_t copies;		/* in flight on kc, see copy_limit */
 	unsigned int min_chunk;		/* smallest chunk of its snapshots */
 	/*
 	 * Serialises the commits of its snapshots, each store staging one
@@ -297,8 +298,8 @@ struct dmrb_pending *dmrb_new_pending(struct dmrb_snapshot *s, dmrb_chunk_t chun
 				      struct dmrb_pending *pe, struct bio *bio);
 void dmrb_end_nospace_wait(struct dmrb_snapshot *s);
 void dmrb_origin_suspending(dev_t dev, bool suspending);
-bool dmrb_copy_room(void);
-void dmrb_wait_for_copy_room(void);
+bool dmrb_copy_room(struct dmrb_origin *o, unsigned int *seq);
+void dmrb_wait_for_copies(unsigned int seq);
 void dmrb_start_copy(struct dmrb_origin *o, struct dmrb_pending *chain);
 int dmrb_origin_write(struct dmrb_origin *o, sector_t sector,
 		      unsigned int count, struct bio *bio);
@@ -313,7 +314,7 @@ void dmrb_wait_for_tracked_reads(struct dmrb_snapshot *s, dmrb_chunk_t chunk);
 int dmrb_snapshot_ctr(struct dm_target *ti, unsigned int argc, char **argv,
 		      struct dmrb_merge *merge);
 void dmrb_snapshot_dtr(struct dm_target *ti);
-int dmrb_snapshot_map(struct dm_target *ti, struct bio *bio);
+int dmrb_snapshot_map_bio(struct dmrb_snapshot *s, struct bio *bio, bool may_wait);
 int dmrb_snapshot_end_io(struct dm_target *ti, struct bio *bio,
 			 blk_status_t *error);
 void dmrb_snapshot_status(struct dm_target *ti, status_type_t type,

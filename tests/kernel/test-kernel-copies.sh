@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-# Copies in flight are bounded (module parameter copy_limit): a burst of
-# buffered writeback into an origin with two snapshots, and writes into a
-# snapshot at the same time, wait for room instead of starting a copy per
-# dirty chunk at once.  The bound holds, the burst reaches it, every device
+# Copies in flight are bounded per origin (module parameter copy_limit): a
+# burst of buffered writeback into an origin with two snapshots, and writes
+# into a snapshot at the same time, wait for room instead of starting a copy
+# per dirty chunk at once.  The bound holds, the burst reaches it, every device
 # ends equal to its model, and a limit of 1 still makes progress.
 #
 # Disks: vda origin (64M), vdb s1's COW (96M), vdc s2's COW (96M).

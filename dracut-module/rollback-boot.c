@@ -96,6 +96,37 @@ static const char *kernel_release(void) {
         return uname(&u) < 0 ? "unknown" : u.release;
 }
 
+/* Where a failed upgrade's volume is mounted for its automatic revert. */
+#define AUTO_REVERT_DIR "/run/rollback-auto-revert"
+
+/* Boot assessment (docs/boot-assessment.md): 1 when a failed upgrade was reverted and this boot must restart. */
+static int assess_boot(struct pool *p, const char *volume, const struct rb_boot_report *rep) {
+        _cleanup_free_ char *snapshot = NULL;
+        int r;
+
+        if (rep->trial == TRIAL_COUNTED) {
+                log_info("%s: trial boot %u of %u after upgrade snapshot '%s'; it is good once "
+                         "boot-complete.target is reached", volume, rep->trial_boots, rep->trial_limit,
+                         rep->trial_snapshot);
+                return 0;
+        }
+        if (rep->trial != TRIAL_REVERT)
+                return 0;
+        log_error("%s: %u boots in a row after upgrade snapshot '%s' were not marked good (none reached "
+                  "boot-complete.target): reverting to it automatically", volume, rep->trial_limit,
+                  rep->trial_snapshot);
+        r = rb_auto_revert(p, volume, AUTO_REVERT_DIR, &snapshot);
+        if (r < 0) {
+                log_error_errno(r, "%s: the automatic revert to '%s' failed (%m); this boot goes on with the "
+                                "upgrade, the next one tries again (rollbackctl revert by hand)", volume,
+                                rep->trial_snapshot);
+                return 0;
+        }
+        log_error("%s: reverted to snapshot '%s' with its /boot; rebooting into its kernel, which merges it",
+                  volume, snapshot);
+        return 1;
+}
+
 int main(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument,       NULL, 'h' },
@@ -110,7 +141,7 @@ int main(int argc, char *argv[]) {
         unsigned wait_sec = 0;
         size_t n;
         char **names;
-        int c, r, failed = 0, blocked = 0;
+        int c, r, failed = 0, blocked = 0, reverted = 0;
 
         log_set_program("rollback");
         log_open_kmsg();
@@ -123,7 +154,8 @@ int main(int argc, char *argv[]) {
                                "--hold (at shutdown) keeps the snapshot devices open until root is unmounted.\n"
                                "The pool is the one recorded in " RB_POOL_ID_PATH " unless --pool says otherwise.\n"
                                "--wait: how long to wait for that pool's device to appear.\n"
-                               "Exit status: 0 done, 1 failed (boot goes on), 3 root must not be mounted.\n");
+                               "Exit status: 0 done, 1 failed (boot goes on), 3 root must not be mounted,\n"
+                               "4 a failed upgrade was reverted: reboot (into the pre-upgrade kernel).\n");
                         return 0;
                 case 'p':
                         pool = optarg;
@@ -219,12 +251,15 @@ int main(int argc, char *argv[]) {
                         if (rep.invalidated > 0)
                                 log_error("%s: %u snapshot(s) could not be re-armed and are now invalid",
                                           names[i], rep.invalidated);
+                        if (assess_boot(p, names[i], &rep) > 0)
+                                reverted++;
                 }
+                free(rep.trial_snapshot);
                 free(rep.merging);
                 free(rep.revert_refused);
                 free(names[i]);
         }
         free(names);
         /* 3: the hook stops the boot rather than mount a volume the merge has not finished with. */
-        return blocked ? 3 : failed ? 1 : 0;
+        return blocked ? 3 : reverted ? 4 : failed ? 1 : 0;
 }

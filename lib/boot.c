@@ -232,6 +232,16 @@ int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *re
         has_count = devnum_mount_count(devnum, &count) >= 0;
         if (has_count && v->mount_count_known && count > v->mount_count_max)
                 refuse_untracked(p, v, count, ret);
+        if (!v->revert && !v->merging) {
+                ret->trial = rb_trial_count(p, v);
+                if (ret->trial != TRIAL_NONE) {
+                        ret->trial_snapshot = strdup(v->trial);
+                        if (!ret->trial_snapshot)
+                                return -ENOMEM;
+                        ret->trial_boots = v->trial_boots;
+                        ret->trial_limit = p->meta.settings.auto_revert_after;
+                }
+        }
         merging = boot_pick_merge(p, v, ret);
         if (merging) {
                 ret->merging = strdup(merging->name);

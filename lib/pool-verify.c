@@ -93,7 +93,7 @@ static bool volume_exists(const struct pool_meta *m, const char *name) {
         return false;
 }
 
-/* A snapshot named by a volume's revert or merging must be one of its own. */
+/* A snapshot named by a volume's revert, merging or trial must be one of its own. */
 static bool names_own_snapshot(const struct pool_meta *m, const struct volume *v, const char *name) {
         const struct snapshot *s;
 
@@ -122,7 +122,12 @@ static int volumes_verify(const struct pool_meta *m) {
                 for (size_t k = 0; k < i; k++)
                         if (strcmp(m->volumes[k].name, v->name) == 0)
                                 return -EUCLEAN;
-                if (!names_own_snapshot(m, v, v->revert) || !names_own_snapshot(m, v, v->merging))
+                if (!names_own_snapshot(m, v, v->revert) || !names_own_snapshot(m, v, v->merging) ||
+                    !names_own_snapshot(m, v, v->trial))
+                        return -EUCLEAN;
+                /* A count past the limit is reverted at once: no pool counts further. */
+                if (v->trial_boots > AUTO_REVERT_AFTER_MAX + 1 || (!v->trial && v->trial_boots > 0) ||
+                    v->auto_reverted_boots > AUTO_REVERT_AFTER_MAX + 1)
                         return -EUCLEAN;
         }
         return 0;

@@ -49,6 +49,8 @@ void pool_settings_default(struct pool_settings *s) {
                 .retain = 3,
                 .snapshot_percent = 20,
                 .full_wait_seconds = 60,
+                .auto_revert_after = 3,
+                .failed_check_reboot = 1,
                 .chunk_sectors = 8,
                 .backend = BACKEND_AUTO,
         };
@@ -61,6 +63,9 @@ const struct pool_setting pool_settings_table[] = {
         { .key = "retain", .offset = offsetof(struct pool_settings, retain), .max = 10000 },
         { .key = "snapshot_percent", .offset = offsetof(struct pool_settings, snapshot_percent), .max = 1000 },
         { .key = "full_wait_seconds", .offset = offsetof(struct pool_settings, full_wait_seconds), .max = 3600 },
+        { .key = "auto_revert_after", .offset = offsetof(struct pool_settings, auto_revert_after),
+          .max = AUTO_REVERT_AFTER_MAX },
+        { .key = "failed_check_reboot", .offset = offsetof(struct pool_settings, failed_check_reboot), .max = 1 },
         { .key = "chunk_sectors", .offset = offsetof(struct pool_settings, chunk_sectors), .max = 2048,
           .chunk_size = true },
 };
@@ -459,6 +464,7 @@ static void volume_done(struct volume *v) {
         free(v->revert);
         free(v->merging);
         free(v->boot_replaced);
+        free(v->trial);
 }
 
 void pool_meta_done(struct pool_meta *m) {
@@ -527,6 +533,13 @@ int pool_meta_to_json(const struct pool_meta *m, char **ret) {
                         json_put_uint(o, "merge_start_chunks", v->merge_start_chunks);
                 if (v->mount_count_known)
                         json_put_uint(o, "mount_count_max", v->mount_count_max);
+                if (v->trial) {
+                        json_put_string(o, "trial", v->trial);
+                        json_put_uint(o, "trial_boots", v->trial_boots);
+                        json_put_uint(o, "trial_start_usec", v->trial_start_usec);
+                }
+                if (v->auto_reverted_boots > 0)
+                        json_put_uint(o, "auto_reverted_boots", v->auto_reverted_boots);
                 json_object_array_add(volumes, o);
         }
         json_object_object_add(root, "volumes", volumes);
@@ -686,7 +699,11 @@ static int meta_from_json_object(json_object *root, struct pool_meta *m) {
                             (r = json_get_uint(o, "merge_start_usec", 0, &v->merge_start_usec)) < 0 ||
                             (r = json_get_uint(o, "merge_start_chunks", 0, &v->merge_start_chunks)) < 0 ||
                             (r = json_get_uint(o, "mount_count_max", 0, &v->mount_count_max)) < 0 ||
-                            (r = json_get_string(o, "boot_replaced", false, &v->boot_replaced)) < 0)
+                            (r = json_get_string(o, "boot_replaced", false, &v->boot_replaced)) < 0 ||
+                            (r = json_get_string(o, "trial", false, &v->trial)) < 0 ||
+                            (r = json_get_uint(o, "trial_boots", 0, &v->trial_boots)) < 0 ||
+                            (r = json_get_uint(o, "trial_start_usec", 0, &v->trial_start_usec)) < 0 ||
+                            (r = json_get_uint(o, "auto_reverted_boots", 0, &v->auto_reverted_boots)) < 0)
                                 return r;
                         if (v->boot_replaced && !rb_boot_digest_is_valid(v->boot_replaced))
                                 return -EUCLEAN;
@@ -801,9 +818,20 @@ struct snapshot *pool_add_snapshot(struct pool *p) {
 void pool_remove_snapshot(struct pool *p, struct snapshot *s) {
         size_t i = s - p->meta.snapshots;
 
+        /* A trial of a snapshot that is gone has nothing left to revert to. */
+        for (size_t k = 0; k < p->meta.n_volumes; k++)
+                if (p->meta.volumes[k].trial && strcmp(p->meta.volumes[k].trial, s->name) == 0)
+                        volume_end_trial(&p->meta.volumes[k]);
         snapshot_done(s);
         memmove(s, s + 1, (p->meta.n_snapshots - i - 1) * sizeof(*s));
         p->meta.n_snapshots--;
+}
+
+void volume_end_trial(struct volume *v) {
+        free(v->trial);
+        v->trial = NULL;
+        v->trial_boots = 0;
+        v->trial_start_usec = 0;
 }
 
 void pool_remove_volume(struct pool *p, struct volume *v) {

@@ -30,6 +30,7 @@
 #define POOL_SLOT_SIZE_DEFAULT (1024u * 1024u)
 #define POOL_EXTENT_SECTORS_DEFAULT 8192u /* 4 MiB, as LVM */
 #define POOL_NAME_MAX 64
+#define AUTO_REVERT_AFTER_MAX 100u
 
 enum backend {
         BACKEND_AUTO,
@@ -89,6 +90,16 @@ struct volume {
          */
         bool mount_count_known;
         uint64_t mount_count_max;
+        /*
+         * The upgrade snapshot whose following boots are on trial (boot
+         * assessment, lib/trial.c), or NULL: the boots counted since, none of
+         * them marked good yet, and when the trial started.
+         */
+        char *trial;
+        uint64_t trial_boots;
+        uint64_t trial_start_usec;
+        /* The pending revert or the merge under way was automatic, after this many trial boots; 0: it was not. */
+        uint64_t auto_reverted_boots;
 };
 
 struct pool_settings {
@@ -98,6 +109,8 @@ struct pool_settings {
         unsigned retain;                /* upgrade snapshots to keep, 0 = all */
         unsigned snapshot_percent;      /* initial COW size, percent of the volume */
         unsigned full_wait_seconds;     /* writes wait for a full COW to grow (rollback targets), 0 = not */
+        unsigned auto_revert_after;     /* trial boots not marked good before the next one reverts, 0 = never */
+        unsigned failed_check_reboot;   /* 1: a failed health check reboots a trial boot into the next one */
         uint32_t chunk_sectors;
         enum backend backend;
 };
@@ -194,6 +207,7 @@ struct volume *pool_add_volume(struct pool *p, const char *name, const char *dm_
 struct snapshot *pool_add_snapshot(struct pool *p);
 void pool_remove_snapshot(struct pool *p, struct snapshot *s);
 void pool_remove_volume(struct pool *p, struct volume *v);
+void volume_end_trial(struct volume *v);
 size_t pool_count_snapshots(struct pool *p, const char *volume, bool only_live);
 
 /* Extents. */

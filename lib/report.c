@@ -59,6 +59,31 @@ int rb_list_json(struct pool *p, json_object **ret) {
         return 0;
 }
 
+/* Boot assessment: the trial open on v, or NULL. */
+static json_object *trial_json(const struct pool *p, const struct volume *v) {
+        json_object *o;
+
+        if (!v->trial)
+                return NULL;
+        o = json_object_new_object();
+        json_object_object_add(o, "snapshot", json_object_new_string(v->trial));
+        json_object_object_add(o, "boots", json_object_new_uint64(v->trial_boots));
+        json_object_object_add(o, "limit", json_object_new_uint64(p->meta.settings.auto_revert_after));
+        json_object_object_add(o, "start_usec", json_object_new_uint64(v->trial_start_usec));
+        json_object_object_add(o, "failed_check_reboot",
+                               json_object_new_boolean(p->meta.settings.failed_check_reboot));
+        return o;
+}
+
+/* The pending revert or the merge under way was made by a failed trial: to which snapshot, after how many boots. */
+static json_object *auto_reverted_json(const struct volume *v) {
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "snapshot", json_object_new_string(v->revert ?: v->merging));
+        json_object_object_add(o, "boots", json_object_new_uint64(v->auto_reverted_boots));
+        return o;
+}
+
 int rb_status_json(struct pool *p, json_object **ret) {
         json_object *root = json_object_new_object(), *pool, *volumes, *snapshots;
         uint64_t extent_bytes = p->geo.extent_sectors * 512, free_extents = pool_free_extents(p);
@@ -106,6 +131,10 @@ int rb_status_json(struct pool *p, json_object **ret) {
                 } else
                         m = NULL;
                 json_object_object_add(o, "merge", m);
+                json_object_object_add(o, "trial", trial_json(p, v));
+                json_object_object_add(o, "auto_reverted",
+                                       v->auto_reverted_boots > 0 && (v->revert || v->merging) ?
+                                       auto_reverted_json(v) : NULL);
                 json_object_array_add(volumes, o);
         }
         json_object_object_add(root, "volumes", volumes);

@@ -52,6 +52,7 @@ int rb_cancel_revert(struct pool *p, const char *volume, bool keep_boot) {
                 free(v->revert);
                 v->revert = NULL;
                 v->merge_start_chunks = 0;
+                v->auto_reverted_boots = 0;
                 n++;
         }
         if (n == 0)
@@ -221,6 +222,8 @@ int rb_revert(struct pool *p, const char *name, bool now, bool keep_boot) {
                 v->revert = strdup(name);
                 if (!v->revert)
                         return -ENOMEM;
+                /* Reverted, the upgrade on trial is gone. */
+                volume_end_trial(v);
                 /* The size known now: the boot may find the merge already over. */
                 v->merge_start_chunks = u.exceptions;
                 return pool_commit(p);
@@ -242,6 +245,7 @@ int rb_revert(struct pool *p, const char *name, bool now, bool keep_boot) {
                 return -ENOMEM;
         v->merge_start_usec = now_usec(CLOCK_REALTIME);
         v->merge_start_chunks = u.exceptions;
+        volume_end_trial(v);
         s->state = SNAPSHOT_MERGING;
         r = pool_commit(p);
         if (r < 0)

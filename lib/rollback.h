@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "pool.h"
+#include "trial.h"
 
 #define RB_LOCK_PATH "/run/rollback.lock"
 /* Why a snapshot can be invalid, for every message that says it is. */
@@ -159,6 +160,11 @@ struct rb_boot_report {
         unsigned mount_count_max;
         unsigned untracked;
         char *revert_refused;           /* the snapshot whose pending revert was refused, or NULL */
+        /* Boot assessment: this boot's verdict, and the trial's snapshot, boots counted and limit. */
+        enum trial_verdict trial;
+        char *trial_snapshot;
+        unsigned trial_boots;
+        unsigned trial_limit;
 };
 
 /*
@@ -171,6 +177,16 @@ struct rb_boot_report {
  * as it was, a pending revert pending again); merge_blocked says the volume
  * must not be mounted.  Before that, a volume mounted read-write since it was
  * last armed (written_unarmed) has its snapshots invalidated; once armed, the
- * mount count it may show at the next boot is recorded.
+ * mount count it may show at the next boot is recorded.  With no revert
+ * pending or merge under way, a boot of a volume on trial is counted
+ * (trial): TRIAL_REVERT asks the caller for rb_auto_revert().
  */
 int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *ret);
+
+/*
+ * Early boot, the volume armed and not mounted, its trial failed: mounts it
+ * at dir (and its /boot, from its fstab), reverts to the trial's snapshot as
+ * rb_revert() does, recorded as automatic, and unmounts.  The caller
+ * reboots; *ret_snapshot: the snapshot reverted to.
+ */
+int rb_auto_revert(struct pool *p, const char *volume, const char *dir, char **ret_snapshot);

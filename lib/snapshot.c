@@ -16,6 +16,7 @@
 #include "rollback.h"
 #include "stack.h"
 #include "tables.h"
+#include "trial.h"
 
 static int make_snapshot_name(struct pool *p, char **ret) {
         char buf[64];
@@ -271,7 +272,11 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
         (void) volume_record_mount_count(pool_find_volume(p, volume), t.devnum);
         s->boot_digest = TAKE_PTR(boot_digest);
         s->state = SNAPSHOT_ACTIVE;
-        r = pool_commit(p);
+        /* The boots after an upgrade are on trial until one is good. */
+        if (c->upgrade)
+                r = rb_trial_open(p, pool_find_volume(p, volume), s->name);
+        if (r >= 0)
+                r = pool_commit(p);
         if (r < 0) {
                 /* Live, but not recorded: take it all down again. */
                 create_take_down(volume, &t, s, true);

@@ -101,6 +101,9 @@ static int help(void) {
                "       [--keep-boot]      replaced; --keep-boot leaves /boot as it is\n"
                "  delete NAME             Delete a snapshot and free its extents\n"
                "  wait [--timeout SEC]    Wait until running merges are done, with progress\n"
+               "  mark-good [VOLUME]      This boot is good: the upgrade on trial is kept\n"
+               "  trial-failed [CHECK]    A health check failed: reboot a trial boot into the\n"
+               "                          next one (failed_check_reboot=1)\n"
                "  config [KEY[=VALUE]...] Show or change pool settings\n"
                "\n"
                "Options:\n"
@@ -112,7 +115,8 @@ static int help(void) {
                "\n"
                "SIZE takes the suffixes K, M, G, T (powers of 1024).\n"
                "Settings (config): autoextend_threshold, autoextend_percent, pool_warn_percent,\n"
-               "retain, snapshot_percent, full_wait_seconds, chunk_sectors, backend.\n"
+               "retain, snapshot_percent, full_wait_seconds, auto_revert_after, failed_check_reboot,\n"
+               "chunk_sectors, backend.\n"
                "\n"
                "Exit status: 0 success, 1 failure, 2 bad usage, 3 not found (pool, volume or\n"
                "snapshot), 4 busy (in use or merging), 5 no space left in the pool,\n"
@@ -199,7 +203,7 @@ static int log_op_error(int r, const char *what) {
 
 /* Direct mode: the operations under the lock, on the pool. */
 struct op {
-        enum op_kind { OP_CREATE, OP_DELETE, OP_REVERT, OP_CANCEL, OP_LIST, OP_STATUS, OP_POLL } kind;
+        enum op_kind { OP_CREATE, OP_DELETE, OP_REVERT, OP_CANCEL, OP_LIST, OP_STATUS, OP_POLL, OP_MARK_GOOD } kind;
         const char *volume;
         const char *name;
         struct rb_create create;
@@ -242,6 +246,12 @@ static int op_direct(struct op *op) {
                                 return r;
                 }
                 return rb_cancel_revert(p, volume, op->keep_boot);
+        case OP_MARK_GOOD:
+                r = rb_volume_resolve(op->volume, &volume);
+                if (r < 0)
+                        return r;
+                r = rb_trial_mark_good(p, volume, &op->result);
+                return r < 0 ? r : 0;
         case OP_POLL:
                 for (size_t i = 0; i < p->meta.n_volumes; i++) {
                         struct rb_merge_progress mp;
@@ -309,6 +319,10 @@ static int op_bus(sd_bus *bus, struct op *op) {
                         r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "CancelRevert",
                                                &error, &reply, "s", op->volume ?: "");
                 break;
+        case OP_MARK_GOOD:
+                r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "MarkGood",
+                                       &error, &reply, "s", op->volume ?: "");
+                break;
         case OP_LIST:
                 r = sd_bus_call_method(bus, RB_BUS_NAME, RB_BUS_PATH, RB_BUS_INTERFACE, "ListSnapshots",
                                        &error, &reply, "");
@@ -328,6 +342,9 @@ static int op_bus(sd_bus *bus, struct op *op) {
         r = sd_bus_message_read(reply, "s", &s);
         if (r < 0)
                 return r;
+        /* MarkGood: "" when no trial was open. */
+        if (op->kind == OP_MARK_GOOD && !s[0])
+                return 0;
         op->result = strdup(s);
         return op->result ? 0 : -ENOMEM;
 }
@@ -442,6 +459,33 @@ static void print_merge(json_object *v) {
         printf("\n");
 }
 
+static void print_auto_reverted(json_object *status) {
+        json_object *vols, *a;
+
+        json_object_object_get_ex(status, "volumes", &vols);
+        for (size_t i = 0; i < json_object_array_length(vols); i++) {
+                json_object *v = json_object_array_get_idx(vols, i);
+
+                if (!json_object_object_get_ex(v, "auto_reverted", &a) || !a)
+                        continue;
+                printf("AUTOMATIC REVERT: %s was reverted to snapshot %s because %" PRIu64 " boots in a row after "
+                       "the upgrade were not marked good (none reached boot-complete.target).\n",
+                       jstr(v, "name"), jstr(a, "snapshot"), juint(a, "boots"));
+        }
+}
+
+static void print_trial(json_object *v) {
+        json_object *t;
+
+        if (!json_object_object_get_ex(v, "trial", &t) || !t)
+                return;
+        if (juint(t, "limit") == 0)
+                printf("  upgrade %s on trial, automatic revert off\n", jstr(t, "snapshot"));
+        else
+                printf("  upgrade %s on trial: boot %" PRIu64 " of %" PRIu64 ", none marked good yet; the boot "
+                       "after the last reverts\n", jstr(t, "snapshot"), juint(t, "boots"), juint(t, "limit"));
+}
+
 static int verb_status(int argc, char *argv[]) {
         struct op op = { .kind = OP_STATUS };
         json_object *j, *pool, *vols, *snaps;
@@ -464,7 +508,8 @@ static int verb_status(int argc, char *argv[]) {
                 json_object_put(j);
                 return 0;
         }
-        /* What the admin must know first: snapshots that can no longer be reverted to. */
+        /* What the admin must know first: a revert that happened by itself, snapshots that no longer can. */
+        print_auto_reverted(j);
         json_object_object_get_ex(j, "snapshots", &snaps);
         for (size_t i = 0; i < json_object_array_length(snaps); i++) {
                 json_object *s = json_object_array_get_idx(snaps, i);
@@ -486,6 +531,7 @@ static int verb_status(int argc, char *argv[]) {
                 printf("Volume %s: targets %s%s%s\n", jstr(v, "name"), jstr(v, "backend") ?: "none",
                        jstr(v, "revert_pending") ? ", revert pending to " : "", jstr(v, "revert_pending") ?: "");
                 print_merge(v);
+                print_trial(v);
         }
         print_snapshot_table(snaps);
         json_object_put(j);
@@ -630,6 +676,83 @@ static int verb_revert(int argc, char *argv[]) {
         default:
                 return log_op_error(r, "Failed to revert");
         }
+}
+
+static int verb_mark_good(int argc, char *argv[]) {
+        struct op op = { .kind = OP_MARK_GOOD };
+        int r;
+
+        if (argc > 2) {
+                log_error("mark-good takes at most one VOLUME");
+                return EXIT_USAGE;
+        }
+        op.volume = argc > 1 ? argv[1] : NULL;
+        r = run_op(&op);
+        if (r < 0)
+                return log_op_error(r, "Failed to mark the boot good");
+        if (op.result)
+                printf("The upgrade of snapshot %s is good: no automatic revert to it.\n", op.result);
+        else
+                printf("No upgrade is on trial.\n");
+        free(op.result);
+        return 0;
+}
+
+/* The first volume with a trial open, from status JSON: NULL when none. */
+static json_object *find_trial(json_object *status, const char **ret_volume) {
+        json_object *vols, *t;
+
+        if (!json_object_object_get_ex(status, "volumes", &vols))
+                return NULL;
+        for (size_t i = 0; i < json_object_array_length(vols); i++) {
+                json_object *v = json_object_array_get_idx(vols, i);
+
+                if (json_object_object_get_ex(v, "trial", &t) && t) {
+                        *ret_volume = jstr(v, "name");
+                        return t;
+                }
+        }
+        return NULL;
+}
+
+/* OnFailure= of a health check: a trial boot that failed one is rebooted into the next trial (or the revert). */
+static int verb_trial_failed(int argc, char *argv[]) {
+        struct op op = { .kind = OP_STATUS };
+        const char *check = argc > 1 ? argv[1] : "a health check", *volume = NULL;
+        json_object *j, *t;
+        uint64_t boots, limit;
+        int r;
+
+        if (argc > 2) {
+                log_error("trial-failed takes at most one CHECK (the unit that failed)");
+                return EXIT_USAGE;
+        }
+        r = run_op(&op);
+        if (r < 0)
+                return log_op_error(r, "Failed to get status");
+        j = parse_result(&op);
+        free(op.result);
+        t = j ? find_trial(j, &volume) : NULL;
+        if (!t) {
+                log_warning("%s failed; no upgrade is on trial, so this boot counts for nothing.", check);
+                json_object_put(j);
+                return 0;
+        }
+        boots = juint(t, "boots");
+        limit = juint(t, "limit");
+        log_error("%s failed on trial boot %" PRIu64 " of %" PRIu64 " of %s after upgrade snapshot %s: this boot is "
+                  "not marked good.", check, boots, limit, volume, jstr(t, "snapshot"));
+        if (!jbool(t, "failed_check_reboot")) {
+                log_info("failed_check_reboot=0: the system stays up; it reverts at the boot after trial %" PRIu64 ".",
+                         limit);
+                json_object_put(j);
+                return 0;
+        }
+        log_warning("Rebooting into %s.", boots >= limit ? "the automatic revert" : "the next trial boot");
+        json_object_put(j);
+        fflush(NULL);
+        execlp("systemctl", "systemctl", "reboot", NULL);
+        return log_error_errno(-errno, "Failed to run systemctl reboot: %m"), EXIT_FAIL;
 }
 
 static int verb_cancel_revert(int argc, char *argv[]) {
@@ -938,6 +1061,8 @@ static const struct verb {
         { "status",        verb_status },
         { "revert",        verb_revert },
         { "cancel-revert", verb_cancel_revert },
+        { "mark-good",     verb_mark_good },
+        { "trial-failed",  verb_trial_failed },
         { "delete",        verb_delete },
         { "wait",          verb_wait },
         { "config",        verb_config },

@@ -38,6 +38,7 @@ struct daemon {
         sd_bus *bus;
         sd_event *event;
         bool pool_warned;
+        bool auto_revert_announced;     /* this run said so once */
         unsigned foreign_warned;        /* other devices with the magic, last warned about */
         struct fill_sample samples[FILL_SAMPLES];
 };
@@ -201,6 +202,34 @@ static int method_cancel_revert(sd_bus_message *m, void *userdata, sd_bus_error 
         return sd_bus_reply_method_return(m, "");
 }
 
+static int method_mark_good(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_pool_ struct pool *p = NULL;
+        _cleanup_close_ int lock = -1;
+        _cleanup_free_ char *volume = NULL, *snapshot = NULL;
+        const char *vol_arg;
+        int r;
+
+        r = check_root(m, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(m, "s", &vol_arg);
+        if (r < 0)
+                return r;
+        r = rb_pool_open_locked(arg_pool, &p, &lock);
+        if (r < 0)
+                return reply_error(error, r, "Cannot open the pool");
+        r = rb_volume_resolve(vol_arg[0] ? vol_arg : NULL, &volume);
+        if (r < 0)
+                return reply_error(error, r, "Cannot find the volume");
+        r = rb_trial_mark_good(p, volume, &snapshot);
+        if (r < 0)
+                return reply_error(error, r, "Cannot mark the boot good");
+        if (snapshot)
+                log_info("This boot of %s is good: the upgrade of snapshot %s is no longer on trial.", volume,
+                         snapshot);
+        return sd_bus_reply_method_return(m, "s", snapshot ?: "");
+}
+
 static int reply_json(sd_bus_message *m, sd_bus_error *error, bool status) {
         _cleanup_pool_ struct pool *p = NULL;
         _cleanup_close_ int lock = -1;
@@ -246,6 +275,8 @@ static const sd_bus_vtable manager_vtable[] = {
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("CancelRevertEx", "sb", SD_BUS_PARAM(volume) SD_BUS_PARAM(keep_boot), "", ,
                                  method_cancel_revert, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("MarkGood", "s", SD_BUS_PARAM(volume), "s", SD_BUS_PARAM(snapshot),
+                                 method_mark_good, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("ListSnapshots", "", , "s", SD_BUS_PARAM(json), method_list,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("GetStatus", "", , "s", SD_BUS_PARAM(json), method_status,
@@ -254,6 +285,8 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_SIGNAL_WITH_NAMES("SnapshotExtended", "st", SD_BUS_PARAM(name) SD_BUS_PARAM(size), 0),
         SD_BUS_SIGNAL_WITH_NAMES("MergeFinished", "ss", SD_BUS_PARAM(volume) SD_BUS_PARAM(snapshot), 0),
         SD_BUS_SIGNAL_WITH_NAMES("PoolLow", "d", SD_BUS_PARAM(used_percent), 0),
+        SD_BUS_SIGNAL_WITH_NAMES("AutoReverted", "sst", SD_BUS_PARAM(volume) SD_BUS_PARAM(snapshot)
+                                 SD_BUS_PARAM(trial_boots), 0),
         SD_BUS_VTABLE_END
 };
 
@@ -399,6 +432,24 @@ static void finish_merges(struct daemon *d, struct pool *p) {
         (void) sd_notifyf(false, "STATUS=%s", status);
 }
 
+/* Early boot reverted a failed upgrade by itself (rollback-boot): said once a run, to the journal and the bus. */
+static void announce_auto_revert(struct daemon *d, const struct pool *p) {
+        if (d->auto_revert_announced)
+                return;
+        for (size_t i = 0; i < p->meta.n_volumes; i++) {
+                const struct volume *v = &p->meta.volumes[i];
+                const char *snapshot = v->merging ?: v->revert;
+
+                if (v->auto_reverted_boots == 0 || !snapshot)
+                        continue;
+                log_warning("%s was reverted automatically to snapshot %s: %" PRIu64 " boots after the upgrade "
+                            "in a row were not marked good.", v->name, snapshot, v->auto_reverted_boots);
+                (void) sd_bus_emit_signal(d->bus, RB_BUS_PATH, RB_BUS_INTERFACE, "AutoReverted", "sst", v->name,
+                                          snapshot, v->auto_reverted_boots);
+                d->auto_revert_announced = true;
+        }
+}
+
 static void monitor(struct daemon *d) {
         _cleanup_pool_ struct pool *p = NULL;
         _cleanup_close_ int lock = -1;
@@ -425,6 +476,7 @@ static void monitor(struct daemon *d) {
         if (r < 0)
                 log_error_errno(r, "Failed to record invalid snapshots: %m");
         report_invalid(d, p, was);
+        announce_auto_revert(d, p);
         autoextend(d, p);
         watch_pool_fill(d, p);
         finish_merges(d, p);

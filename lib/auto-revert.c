@@ -29,6 +29,20 @@ static int mount_probed(const char *device, const char *dir, const char *type) {
         return mount(device, dir, type, 0, NULL) < 0 ? -errno : 0;
 }
 
+/* UUID=, LABEL=, PARTUUID= or a path, as mount(8) takes it: udev's links first, then every device probed. */
+static char *resolve_spec(const char *spec) {
+        blkid_cache cache = NULL;
+        char *device = blkid_evaluate_spec(spec, NULL);
+
+        /* Early boot may have no /dev/disk links yet, nor a cache file. */
+        if (device || blkid_get_cache(&cache, "/dev/null") < 0)
+                return device;
+        if (blkid_probe_all(cache) >= 0)
+                device = blkid_evaluate_spec(spec, &cache);
+        blkid_put_cache(cache);
+        return device;
+}
+
 /* The device and type of the volume's own /boot filesystem, from its fstab: 0 when /boot is a directory. */
 static int boot_from_fstab(const char *root, char **ret_device, char **ret_type) {
         _cleanup_free_ char *fstab = NULL;
@@ -44,8 +58,7 @@ static int boot_from_fstab(const char *root, char **ret_device, char **ret_type)
         while ((m = getmntent(f))) {
                 if (strcmp(m->mnt_dir, "/boot") != 0)
                         continue;
-                /* UUID=, LABEL=, PARTUUID= or a path, as mount(8) takes it. */
-                *ret_device = blkid_evaluate_spec(m->mnt_fsname, NULL);
+                *ret_device = resolve_spec(m->mnt_fsname);
                 *ret_type = strdup(m->mnt_type);
                 r = *ret_device ? 1 : -ENODEV;
                 if (r > 0 && !*ret_type)

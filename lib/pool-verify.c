@@ -125,9 +125,9 @@ static int volumes_verify(const struct pool_meta *m) {
                 if (!names_own_snapshot(m, v, v->revert) || !names_own_snapshot(m, v, v->merging) ||
                     !names_own_snapshot(m, v, v->trial))
                         return -EUCLEAN;
-                /* A count past the limit is reverted at once: no pool counts further. */
-                if (v->trial_boots > AUTO_REVERT_AFTER_MAX + 1 || (!v->trial && v->trial_boots > 0) ||
-                    v->auto_reverted_boots > AUTO_REVERT_AFTER_MAX + 1)
+                /* Counting stops at the limit, which is at most AUTO_REVERT_AFTER_MAX. */
+                if (v->trial_boots > AUTO_REVERT_AFTER_MAX || (!v->trial && v->trial_boots > 0) ||
+                    v->auto_reverted_boots > AUTO_REVERT_AFTER_MAX)
                         return -EUCLEAN;
         }
         return 0;

@@ -46,11 +46,9 @@ enum trial_verdict rb_trial_count(struct pool *p, struct volume *v) {
                 volume_end_trial(v);
                 return TRIAL_NONE;
         }
-        /* Boots 1..limit are the trials; the one after them reverts. */
-        if (v->trial_boots >= limit) {
-                v->trial_boots = limit + 1;
+        /* Boots 1..limit are the trials; the one after them reverts (and each after it, until one can). */
+        if (v->trial_boots >= limit)
                 return TRIAL_REVERT;
-        }
         v->trial_boots++;
         return TRIAL_COUNTED;
 }

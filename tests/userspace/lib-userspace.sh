@@ -106,3 +106,20 @@ fresh_snapshot_works() {
         [ "$(state "$1")" = active ] || fail "$1 is $(state "$1") after a fresh create"
         snapshot_matches "/dev/mapper/rollback-$1" /tmp/sums-now || fail "a fresh $1 does not show the volume"
 }
+
+# The /boot tests (test-rollbackctl-boot, test-rollback-auto-revert): a revert needs an
+# initramfs that carries rollback's hook (docs/boot.md).
+# newc_entry NAME DATA: one entry of a cpio archive as the kernel reads it.
+newc_entry() {
+        n=$((${#1} + 1)) size=${#2}
+        printf '070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X' 1 33188 0 0 1 0 "$size" 0 0 0 0 "$n" 0
+        printf '%s\0' "$1"
+        head -c $(((4 - (110 + n) % 4) % 4)) /dev/zero
+        printf '%s' "$2"
+        head -c $(((4 - size % 4) % 4)) /dev/zero
+}
+
+# fake_initramfs FILE PATH: an initramfs as dracut compresses it, holding PATH.
+fake_initramfs() {
+        { newc_entry "$2" "#!/bin/sh"; newc_entry "TRAILER!!!" ""; } | gzip -c > "$1"
+}

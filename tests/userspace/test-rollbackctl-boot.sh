@@ -19,21 +19,6 @@ boot_sums() {
                 find . -type f ! -path './lost+found/*' ! -path './efi/*' | sort | xargs md5sum)
 }
 
-# newc_entry NAME DATA: one entry of a cpio archive as the kernel reads it.
-newc_entry() {
-        n=$((${#1} + 1)) size=${#2}
-        printf '070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X' 1 33188 0 0 1 0 "$size" 0 0 0 0 "$n" 0
-        printf '%s\0' "$1"
-        head -c $(((4 - (110 + n) % 4) % 4)) /dev/zero
-        printf '%s' "$2"
-        head -c $(((4 - size % 4) % 4)) /dev/zero
-}
-
-# fake_initramfs FILE PATH: an initramfs as dracut compresses it, holding PATH.
-fake_initramfs() {
-        { newc_entry "$2" "#!/bin/sh"; newc_entry "TRAILER!!!" ""; } | gzip -c > "$1"
-}
-
 umount_root() {
         [ "$layout" = separate ] && { must umount /mnt/boot/efi; must umount /mnt/boot; }
         must umount /mnt

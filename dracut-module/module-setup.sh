@@ -25,6 +25,7 @@ install() {
         if [ -e /etc/rollback/pool-uuid ]; then
                 inst_simple /etc/rollback/pool-uuid
         fi
-        inst_multiple -o modprobe
+        # systemctl and sleep: the hook reboots after an automatic revert (exit 4).
+        inst_multiple -o modprobe systemctl sleep
         inst_hook pre-mount 10 "$moddir/rollback-pre-mount.sh"
 }

@@ -15,7 +15,12 @@ if getargbool 1 rd.rollback; then
                 case $? in
                 0) break ;;
                 # A failed upgrade reverted itself: /boot has the old kernel back, which starts the merge.
-                4) info "rollback: rebooting into the automatic revert"; systemctl --force reboot || reboot -f ;;
+                # Root must not be mounted meanwhile: wait for the reboot here.
+                4)
+                        info "rollback: rebooting into the automatic revert"
+                        systemctl --force reboot || reboot -f
+                        while :; do sleep 60; done
+                        ;;
                 3) emergency_shell -n rollback "rollback: root is not mounted (the reason is in the kernel log: dmesg | grep rollback). Fix the cause and exit this shell to try again, or reboot with rd.rollback=0 to boot without rollback." ;;
                 *) warn "rollback: the early-boot step failed; see the kernel log"; break ;;
                 esac

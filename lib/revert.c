@@ -292,6 +292,8 @@ static int merge_finish_record(struct pool *p, struct volume *v, struct snapshot
         /* The root is the snapshot's now, and so is /boot: what the revert replaced goes with neither. */
         free(v->boot_replaced);
         v->boot_replaced = NULL;
+        /* The journal keeps why; status shows an automatic revert until its merge is over. */
+        v->auto_reverted_boots = 0;
         if (!others)
                 pool_remove_volume(p, v);
         return pool_commit(p);

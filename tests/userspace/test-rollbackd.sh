@@ -80,6 +80,13 @@ for n in u1 u2 u3; do
         sleep 1
 done
 [ "$($ctl --json list | json_field name | tr '\n' ' ')" = "grow u2 u3 " ] || fail "retention: $($ctl list)"
+
+step "MarkGood ends the trial the last upgrade snapshot opened"
+$ctl mark-good vg0-root > /tmp/out || fail "mark-good through the daemon failed"
+grep -q "upgrade of snapshot u3 is good" /tmp/out || fail "mark-good said: $(cat /tmp/out)"
+grep -q "This boot of vg0-root is good" /tmp/rollbackd.log || fail "rollbackd did not log the good boot"
+$ctl mark-good vg0-root > /tmp/out || fail "a second mark-good failed"
+grep -q "No upgrade is on trial" /tmp/out || fail "a second mark-good said: $(cat /tmp/out)"
 must $ctl delete u2
 must $ctl delete u3
 

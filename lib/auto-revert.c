@@ -93,12 +93,13 @@ int rb_auto_revert(struct pool *p, const char *volume, const char *dir, char **r
                 r = mount_probed(boot_device, boot, boot_type);
                 boot_mounted = r >= 0;
         }
-        if (r >= 0)
-                r = rb_revert(p, name, false, false);
         if (r >= 0) {
-                v = pool_find_volume(p, volume);
+                /* Recorded by the revert's own commit, with it. */
                 v->auto_reverted_boots = boots;
-                r = pool_commit(p);
+                r = rb_revert(p, name, false, false);
+                v = pool_find_volume(p, volume);
+                if (r < 0 && v)
+                        v->auto_reverted_boots = 0;
         }
         /* A root that stays mounted would be mounted twice this boot: its snapshots would count it as untracked. */
         if (boot_mounted && umount(boot) < 0 && r >= 0)

@@ -688,6 +688,11 @@ static int verb_mark_good(int argc, char *argv[]) {
         }
         op.volume = argc > 1 ? argv[1] : NULL;
         r = run_op(&op);
+        /* Run at every boot by rollback-mark-good.service: a machine with no pool has nothing on trial. */
+        if (r == -ENOMEDIUM) {
+                printf("No rollback pool: no upgrade is on trial.\n");
+                return 0;
+        }
         if (r < 0)
                 return log_op_error(r, "Failed to mark the boot good");
         if (op.result)
@@ -752,7 +757,8 @@ static int verb_trial_failed(int argc, char *argv[]) {
         json_object_put(j);
         fflush(NULL);
         execlp("systemctl", "systemctl", "reboot", NULL);
-        return log_error_errno(-errno, "Failed to run systemctl reboot: %m"), EXIT_FAIL;
+        log_error_errno(-errno, "Failed to run systemctl reboot: %m");
+        return EXIT_FAIL;
 }
 
 static int verb_cancel_revert(int argc, char *argv[]) {

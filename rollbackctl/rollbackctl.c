@@ -482,8 +482,8 @@ static void print_trial(json_object *v) {
         if (juint(t, "limit") == 0)
                 printf("  upgrade %s on trial, automatic revert off\n", jstr(t, "snapshot"));
         else
-                printf("  upgrade %s on trial: boot %" PRIu64 " of %" PRIu64 ", none marked good yet; the boot "
-                       "after the last reverts\n", jstr(t, "snapshot"), juint(t, "boots"), juint(t, "limit"));
+                printf("  upgrade %s on trial: %" PRIu64 " boot(s) since, none marked good; after %" PRIu64 ", the "
+                       "next boot reverts to it\n", jstr(t, "snapshot"), juint(t, "boots"), juint(t, "limit"));
 }
 
 static int verb_status(int argc, char *argv[]) {

@@ -423,8 +423,20 @@ static void print_snapshot_table(json_object *a) {
                 }
 }
 
+/* Runs list or status and parses its JSON: 0, or the exit code once the failure is said. */
+static int fetch_json(enum op_kind kind, const char *what, json_object **ret) {
+        struct op op = { .kind = kind };
+        int r;
+
+        r = run_op(&op);
+        if (r < 0)
+                return log_op_error(r, what);
+        *ret = parse_result(&op);
+        free(op.result);
+        return *ret ? 0 : log_op_error(-EBADMSG, what);
+}
+
 static int verb_list(int argc, char *argv[]) {
-        struct op op = { .kind = OP_LIST };
         json_object *j;
         int r;
 
@@ -432,13 +444,9 @@ static int verb_list(int argc, char *argv[]) {
                 log_error("list takes no arguments");
                 return EXIT_USAGE;
         }
-        r = run_op(&op);
-        if (r < 0)
-                return log_op_error(r, "Failed to list snapshots");
-        j = parse_result(&op);
-        free(op.result);
-        if (!j)
-                return log_op_error(-EBADMSG, "Failed to list snapshots");
+        r = fetch_json(OP_LIST, "Failed to list snapshots", &j);
+        if (r != 0)
+                return r;
         if (arg_json)
                 print_json(j);
         else
@@ -487,7 +495,6 @@ static void print_trial(json_object *v) {
 }
 
 static int verb_status(int argc, char *argv[]) {
-        struct op op = { .kind = OP_STATUS };
         json_object *j, *pool, *vols, *snaps;
         char ext[16];
         int r;
@@ -496,13 +503,9 @@ static int verb_status(int argc, char *argv[]) {
                 log_error("status takes no arguments");
                 return EXIT_USAGE;
         }
-        r = run_op(&op);
-        if (r < 0)
-                return log_op_error(r, "Failed to get status");
-        j = parse_result(&op);
-        free(op.result);
-        if (!j)
-                return log_op_error(-EBADMSG, "Failed to get status");
+        r = fetch_json(OP_STATUS, "Failed to get status", &j);
+        if (r != 0)
+                return r;
         if (arg_json) {
                 print_json(j);
                 json_object_put(j);
@@ -722,7 +725,6 @@ static json_object *find_trial(json_object *status, const char **ret_volume) {
 
 /* OnFailure= of a health check: a trial boot that failed one is rebooted into the next trial (or the revert). */
 static int verb_trial_failed(int argc, char *argv[]) {
-        struct op op = { .kind = OP_STATUS };
         const char *check = argc > 1 ? argv[1] : "a health check", *volume = NULL;
         json_object *j, *t;
         uint64_t boots, limit;
@@ -732,12 +734,10 @@ static int verb_trial_failed(int argc, char *argv[]) {
                 log_error("trial-failed takes at most one CHECK (the unit that failed)");
                 return EXIT_USAGE;
         }
-        r = run_op(&op);
-        if (r < 0)
-                return log_op_error(r, "Failed to get status");
-        j = parse_result(&op);
-        free(op.result);
-        t = j ? find_trial(j, &volume) : NULL;
+        r = fetch_json(OP_STATUS, "Failed to get status", &j);
+        if (r != 0)
+                return r;
+        t = find_trial(j, &volume);
         if (!t) {
                 log_warning("%s failed; no upgrade is on trial, so this boot counts for nothing.", check);
                 json_object_put(j);

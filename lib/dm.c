@@ -263,13 +263,8 @@ int rbdm_swap(const char *name, const struct rbdm_swap *swap) {
         }
         /* A page fault served from the suspended device would never return. */
         locked = mlockall(MCL_CURRENT | MCL_FUTURE) == 0;
-        /* Nor may a ^C or a TERM stop us with the device suspended. */
-        sigemptyset(&stop);
-        sigaddset(&stop, SIGINT);
-        sigaddset(&stop, SIGTERM);
-        sigaddset(&stop, SIGHUP);
-        sigaddset(&stop, SIGQUIT);
-        sigaddset(&stop, SIGTSTP);
+        /* Nor may a signal end us with the device suspended: ^C, TERM, the watchdog's ABRT wait. */
+        sigfillset(&stop);
         (void) sigprocmask(SIG_BLOCK, &stop, &old);
         r = rbdm_suspend(name);
         if (r < 0)

@@ -349,8 +349,15 @@ static int pstore_read_metadata(struct dmrb_store *store, dmrb_add_exception_fn 
 static int pstore_allocate(struct dmrb_store *store, dmrb_chunk_t *new_chunk)
 {
 	struct dmrb_pstore *ps = store->context;
+	dmrb_chunk_t end = ps->next_free + 1;
 
-	if ((ps->next_free + 1) << store->chunk_shift > cow_sectors(store))
+	/*
+	 * The last data chunk of an area fills it, and stage then zeroes the
+	 * next area: that chunk is only free if the next area fits too.
+	 */
+	if (is_metadata_chunk(ps, end))
+		end++;
+	if (end << store->chunk_shift > cow_sectors(store))
 		return -ENOSPC;
 
 	*new_chunk = ps->next_free++;
@@ -525,11 +532,16 @@ static u64 pstore_free_chunks(struct dmrb_store *store)
 {
 	struct dmrb_pstore *ps = store->context;
 	dmrb_chunk_t end = cow_sectors(store) >> store->chunk_shift;
+	u64 n;
 
 	if (ps->next_free >= end)
 		return 0;
-	return end - ps->next_free -
-	       (areas_below(ps, end) - areas_below(ps, ps->next_free));
+	n = end - ps->next_free -
+	    (areas_below(ps, end) - areas_below(ps, ps->next_free));
+	/* As in allocate: no room for the next area, no last data chunk. */
+	if (n && is_metadata_chunk(ps, end))
+		n--;
+	return n;
 }
 
 const struct dmrb_store_ops dmrb_persistent_store_ops = {

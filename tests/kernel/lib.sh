@@ -24,6 +24,20 @@ step() {
         echo "== $*"
 }
 
+# The hung-task detector logs the blocked tasks' stacks at KERN_INFO, which
+# loglevel=5 keeps off the console: once it reports, this prints them from
+# the kernel log, with every blocked task's (sysrq w).  Not a child of the
+# test's shell, which may wait for all of its own.
+( (
+        while sleep 10; do
+                dmesg | grep -q "blocked for more than" || continue
+                echo w > /proc/sysrq-trigger 2> /dev/null
+                sleep 2
+                dmesg | sed -n '/blocked for more than/,$p' | sed 's/^/hung: /'
+                exit 0
+        done
+) & )
+
 # Runs a command that must succeed.
 must() {
         "$@" || fail "command failed: $*"

@@ -149,6 +149,21 @@ snapshot_status() {
         dmsetup status "$1" | cut -d' ' -f4-
 }
 
+# snapshot_usage NAME: "alloc total" of a valid snapshot, its status otherwise.
+snapshot_usage() {
+        local st
+        st=$(snapshot_status "$1")
+        case $st in
+        [0-9]*/[0-9]*\ [0-9]*) echo "${st%%/*} $(echo "$st" | cut -d' ' -f1 | cut -d/ -f2)" ;;
+        *) echo "$st" ;;
+        esac
+}
+
+# table_events NAME: the count of table events of the dm device NAME.
+table_events() {
+        dmsetup info -c --noheadings -o events "$1" | tr -d ' '
+}
+
 # no_splat WHAT: the kernel log has no warning, oops or device leak (the
 # table's devices not put back as they were got) since the last dmesg -c.
 no_splat() {

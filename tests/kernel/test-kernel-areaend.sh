@@ -18,10 +18,6 @@ must cp /dev/vda /tmp/model-snap
 size=$(sectors /dev/vda)
 cowdisk=$(sectors /dev/vdb)
 
-events() {
-        dmsetup info -c --noheadings -o events "$1" | tr -d ' '
-}
-
 # setup IMPL FEATURES: a fresh origin o, COW cw ($cowlen sectors of vdb)
 # and snapshot s of IMPL with FEATURES.
 setup() {
@@ -39,11 +35,11 @@ setup() {
 
 step "no_space queue: the writes wait at the end of area 1, then land"
 setup rollback "3 no_space queue 60000"
-ev=$(events s)
+ev=$(table_events s)
 rbio write /dev/mapper/o /tmp/model-o --seed 1 --count 200 --bs 65536 --span $span --direct &
 writer=$!
 i=0
-until [ "$(events s)" -gt "$ev" ]; do
+until [ "$(table_events s)" -gt "$ev" ]; do
         case $(snapshot_status s) in Invalid*)
                 fail "invalidated instead of waiting: $(dmesg | grep invalidated)" ;;
         esac

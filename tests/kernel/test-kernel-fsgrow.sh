@@ -26,20 +26,6 @@ dmesg -n 7
 size=$(sectors /dev/vda)
 cowdisk=$(sectors /dev/vdb)
 
-events() {
-        dmsetup info -c --noheadings -o events "$1" | tr -d ' '
-}
-
-# "alloc total" of a valid snapshot, its status otherwise.
-usage() {
-        local st
-        st=$(snapshot_status "$1")
-        case $st in
-        [0-9]*/[0-9]*\ [0-9]*) echo "${st%%/*} $(echo "$st" | cut -d' ' -f1 | cut -d/ -f2)" ;;
-        *) echo "$st" ;;
-        esac
-}
-
 step "ext4 on a rollback-origin, then a snapshot with a 1 MiB COW"
 must mkfs.ext4 -q -F -b 4096 /dev/vda
 zero_cow /dev/vdb
@@ -68,8 +54,8 @@ grower() {
         local ev
         len=2048
         while [ ! -e /tmp/stop ]; do
-                ev=$(events s)
-                set -- $(usage s)
+                ev=$(table_events s)
+                set -- $(snapshot_usage s)
                 [ $# = 2 ] || { echo "grower: status $*"; return 1; }
                 if [ $(($2 - $1)) -le $(((lwm + 8) * chunk)) ] && [ $len -lt "$cowdisk" ]; then
                         grow || { echo "grower: cannot grow to $len"; return 1; }

@@ -17,22 +17,8 @@ must cp /dev/vda /tmp/model-snap
 size=$(sectors /dev/vda)
 cowdisk=$(sectors /dev/vdb)
 
-events() {
-        dmsetup info -c --noheadings -o events "$1" | tr -d ' '
-}
-
-# The INFO numbers of a valid snapshot: "alloc total".
-usage() {
-        local st
-        st=$(snapshot_status "$1")
-        case $st in
-        [0-9]*/[0-9]*\ [0-9]*) echo "${st%%/*} $(echo "$st" | cut -d' ' -f1 | cut -d/ -f2)" ;;
-        *) echo "$st" ;;
-        esac
-}
-
 is_full() {
-        set -- $(usage s)
+        set -- $(snapshot_usage s)
         [ $# = 2 ] && [ $(($1 + chunk)) -gt "$2" ]
 }
 
@@ -128,8 +114,8 @@ grow_on_events() {
         local len=$1 ev i
         : > /tmp/grow.log
         while [ ! -e /tmp/stop-grow ]; do
-                ev=$(events s)
-                set -- $(usage s)
+                ev=$(table_events s)
+                set -- $(snapshot_usage s)
                 [ $# = 2 ] || { echo "status $*" >> /tmp/grow.log; break; }
                 if [ $(($2 - $1)) -le $(((lwm + 1) * chunk)) ] && [ $len -lt "$cowdisk" ]; then
                         i=0
@@ -159,7 +145,7 @@ stop_growing() {
 setup 2048 "5 low_water_mark $lwm no_space queue 30000"
 grow_on_events 2048 &
 grower=$!
-start_ev=$(events s)
+start_ev=$(table_events s)
 must rbio write /dev/mapper/o /tmp/model-o --seed 5 --count 400 --bs 65536 --span $span --direct
 step "and snapshot writes meanwhile"
 rbio write /dev/mapper/s /tmp/model-snap --seed 6 --count 300 --bs 4096 --span $span --direct &
@@ -168,7 +154,7 @@ must rbio write /dev/mapper/o /tmp/model-o --seed 7 --count 200 --bs 65536 --spa
 wait $snapw || fail "snapshot writes failed"
 stop_growing $grower
 st=$(snapshot_status s)
-echo "status: $st, events $start_ev -> $(events s)"
+echo "status: $st, events $start_ev -> $(table_events s)"
 case $st in Invalid*) fail "the snapshot was invalidated" ;; esac
 must rbio cmp /dev/mapper/o /tmp/model-o
 must rbio cmp /dev/mapper/s /tmp/model-snap
@@ -181,15 +167,15 @@ must rbio fill /dev/vda 1
 
 step "no room to grow: invalid after the timeout, the origin fine"
 setup 2048 "3 no_space queue 3000"
-ev=$(events s)
+ev=$(table_events s)
 t0=$(date +%s)
 must rbio write /dev/mapper/o /tmp/model-o --seed 8 --count 200 --bs 65536 --span $span --direct
 t1=$(date +%s)
 st=$(snapshot_status s)
-echo "status: $st after $((t1 - t0)) s, events $ev -> $(events s)"
+echo "status: $st after $((t1 - t0)) s, events $ev -> $(table_events s)"
 [ "$st" = Invalid ] || fail "status is '$st', not Invalid"
 [ $((t1 - t0)) -ge 2 ] || fail "the writes did not wait for the timeout"
-[ "$(events s)" -gt "$ev" ] || fail "no table event"
+[ "$(table_events s)" -gt "$ev" ] || fail "no table event"
 must rbio cmp /dev/mapper/o /tmp/model-o
 must rbio write /dev/mapper/o /tmp/model-o --seed 9 --count 50 --bs 65536 --span $span --direct
 must rbio cmp /dev/mapper/o /tmp/model-o

@@ -15,6 +15,8 @@ depends() {
 
 installkernel() {
         hostonly='' instmods dm-snapshot dm-bufio
+        # A snapshot booted from GRUB's menu keeps its writes in a RAM disk.
+        hostonly='' instmods brd
         # Built out of tree; when it is missing the upstream targets are used.
         hostonly='' instmods dm-rollback 2> /dev/null || :
 }
@@ -28,4 +30,5 @@ install() {
         # systemctl and sleep: the hook reboots after an automatic revert (exit 4).
         inst_multiple -o modprobe systemctl sleep
         inst_hook pre-mount 10 "$moddir/rollback-pre-mount.sh"
+        inst_hook initqueue/settled 60 "$moddir/rollback-view.sh"
 }

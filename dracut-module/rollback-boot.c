@@ -127,73 +127,14 @@ static int assess_boot(struct pool *p, const char *volume, const struct rb_boot_
         return 1;
 }
 
-int main(int argc, char *argv[]) {
-        static const struct option options[] = {
-                { "help", no_argument,       NULL, 'h' },
-                { "pool", required_argument, NULL, 'p' },
-                { "hold", no_argument,       NULL, 'H' },
-                { "wait", required_argument, NULL, 'w' },
-                {}
-        };
-        _cleanup_pool_ struct pool *p = NULL;
-        _cleanup_close_ int lock = -1;
-        const char *pool = NULL;
-        unsigned wait_sec = 0;
+/*
+ * Arms every volume of the pool, starting pending merges: the exit status
+ * (see --help).  view: the snapshot this boot runs, whose boot is no trial.
+ */
+static int arm_volumes(struct pool *p, const char *view) {
+        int r, failed = 0, blocked = 0, reverted = 0;
         size_t n;
         char **names;
-        int c, r, failed = 0, blocked = 0, reverted = 0;
-
-        log_set_program("rollback");
-        log_open_kmsg();
-        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
-                switch (c) {
-                case 'h':
-                        printf("Usage: rollback-boot [--pool DEVICE|UUID=UUID] [--wait SECONDS]\n"
-                               "       rollback-boot --hold\n\n"
-                               "Re-arms rollback's snapshots and starts a pending merge, before root is mounted.\n"
-                               "--hold (at shutdown) keeps the snapshot devices open until root is unmounted.\n"
-                               "The pool is the one recorded in " RB_POOL_ID_PATH " unless --pool says otherwise.\n"
-                               "--wait: how long to wait for that pool's device to appear.\n"
-                               "Exit status: 0 done, 1 failed (boot goes on), 3 root must not be mounted,\n"
-                               "4 a failed upgrade was reverted: reboot (into the pre-upgrade kernel).\n");
-                        return 0;
-                case 'p':
-                        pool = optarg;
-                        break;
-                case 'w':
-                        if (safe_atou(optarg, &wait_sec) < 0) {
-                                log_error("invalid --wait '%s' (seconds)", optarg);
-                                return 2;
-                        }
-                        break;
-                case 'H':
-                        log_set_program("rollback-hold");
-                        return hold_snapshots(argv[0]) < 0 ? 1 : 0;
-                default:
-                        return 2;
-                }
-
-        r = open_pool_waiting(pool, wait_sec, &p, &lock);
-        if (r == -ENOMEDIUM) {
-                log_info("no pool found, nothing to do");
-                return 0;
-        }
-        if (r == -ENXIO) {
-                /* Whether a revert is pending is written on the pool: without it, root may not be mounted. */
-                log_error("the rollback pool %s did not appear in %u s. A revert or merge may be pending on it, "
-                          "so root is not mounted. Attach the pool's device and try again; or boot with "
-                          "rd.rollback=0 to go on without rollback, after which the snapshots no longer match "
-                          "the volume: delete them once the pool is back.",
-                          pool ?: "recorded in " RB_POOL_ID_PATH, wait_sec);
-                return 3;
-        }
-        if (r < 0) {
-                log_error_errno(r, "cannot open the pool: %m; snapshots are not armed this boot");
-                return 1;
-        }
-        if (p->foreign > 0)
-                log_warning("ignoring %u other device(s) with a rollback pool signature; using %s",
-                            p->foreign, p->path);
 
         /* rb_boot_volume() rewrites the arrays: walk a copy of the names. */
         n = p->meta.n_volumes;
@@ -208,7 +149,7 @@ int main(int argc, char *argv[]) {
 
                 if (!names[i])
                         continue;
-                r = rb_boot_volume(p, names[i], &rep);
+                r = rb_boot_volume(p, names[i], view == NULL, &rep);
                 if (rep.written_unarmed)
                         log_error("%s: mounted read-write while its snapshots were not armed (a boot without the "
                                   "pool or without rollback: ext mount count %u, at most %u with rollback), so "
@@ -262,4 +203,143 @@ int main(int argc, char *argv[]) {
         free(names);
         /* 3: the hook stops the boot rather than mount a volume the merge has not finished with. */
         return blocked ? 3 : reverted ? 4 : failed ? 1 : 0;
+}
+
+/* sysexits.h's EX_TEMPFAIL: the hook runs --view again once udev has settled again. */
+#define EXIT_TRY_AGAIN 75
+
+/*
+ * rd.rollback.boot=NAME: root is the view of snapshot NAME, made here, in
+ * dracut's initqueue, since dracut waits for root before its pre-mount hook
+ * (which then finds the volumes armed).  The volume is armed but not
+ * mounted; a revert pending or a merge under way is left for a normal boot.
+ */
+static int boot_view(const char *pool, const char *name) {
+        _cleanup_pool_ struct pool *p = NULL;
+        _cleanup_close_ int lock = -1;
+        _cleanup_free_ char *volume = NULL;
+        const struct snapshot *s;
+        const struct volume *v;
+        struct rbdm_info info;
+        int r;
+
+        r = rb_pool_open_locked(pool, &p, &lock);
+        if (r == -ENXIO)
+                return EXIT_TRY_AGAIN;
+        if (r < 0) {
+                log_error_errno(r, "cannot boot snapshot '%s': cannot open the pool: %m", name);
+                return 1;
+        }
+        s = pool_find_snapshot(p, name);
+        if (!s) {
+                log_error("cannot boot snapshot '%s': the pool has no such snapshot (deleted since the GRUB menu "
+                          "was made?)", name);
+                return 1;
+        }
+        /* Arming rewrites the pool's arrays: s is not kept past it. */
+        volume = strdup(s->volume);
+        if (!volume)
+                return 1;
+        if (rbdm_info(volume, &info) < 0 || !info.exists)
+                return EXIT_TRY_AGAIN;
+        v = pool_find_volume(p, volume);
+        if (v && (v->revert || v->merging)) {
+                log_error("cannot boot snapshot '%s': %s is to be reverted to '%s'; boot GRUB's default entry, "
+                          "which merges it", name, volume, v->revert ?: v->merging);
+                return 1;
+        }
+        r = arm_volumes(p, name);
+        if (r != 0)
+                return 1;
+        r = rb_view_create(p, name);
+        if (r < 0) {
+                log_error_errno(r, "cannot boot snapshot '%s': its view cannot be made (%m)%s", name,
+                                r == -ESTALE ? ": the snapshot is not valid" :
+                                r == -ENOPKG ? ": no brd (RAM disk) module for this kernel" : "");
+                return 1;
+        }
+        log_info("booting snapshot '%s' of %s through a view whose writes are discarded at shutdown; %s is "
+                 "not mounted", name, volume, volume);
+        return 0;
+}
+
+int main(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "help", no_argument,       NULL, 'h' },
+                { "pool", required_argument, NULL, 'p' },
+                { "hold", no_argument,       NULL, 'H' },
+                { "wait", required_argument, NULL, 'w' },
+                { "view", required_argument, NULL, 'v' },
+                {}
+        };
+        _cleanup_pool_ struct pool *p = NULL;
+        _cleanup_close_ int lock = -1;
+        const char *pool = NULL, *view = NULL;
+        unsigned wait_sec = 0;
+        int c, r;
+
+        log_set_program("rollback");
+        log_open_kmsg();
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        printf("Usage: rollback-boot [--pool DEVICE|UUID=UUID] [--wait SECONDS]\n"
+                               "       rollback-boot --view SNAPSHOT [--pool DEVICE|UUID=UUID]\n"
+                               "       rollback-boot --hold\n\n"
+                               "Re-arms rollback's snapshots and starts a pending merge, before root is mounted.\n"
+                               "--hold (at shutdown) keeps the snapshot devices open until root is unmounted.\n"
+                               "The pool is the one recorded in " RB_POOL_ID_PATH " unless --pool says otherwise.\n"
+                               "--wait: how long to wait for that pool's device to appear.\n"
+                               "--view (rd.rollback.boot=SNAPSHOT, before root is waited for) arms the volumes\n"
+                               "as above, this boot counted as no trial, and makes the view of SNAPSHOT that\n"
+                               "root is mounted from: its writes are kept in RAM and gone at shutdown.\n"
+                               "Exit status: 0 done, 1 failed (boot goes on), 3 root must not be mounted,\n"
+                               "4 a failed upgrade was reverted: reboot (into the pre-upgrade kernel);\n"
+                               "with --view 0 the view is made, 1 it cannot be, 75 the pool or the volume is\n"
+                               "not up yet: try again.\n");
+                        return 0;
+                case 'p':
+                        pool = optarg;
+                        break;
+                case 'w':
+                        if (safe_atou(optarg, &wait_sec) < 0) {
+                                log_error("invalid --wait '%s' (seconds)", optarg);
+                                return 2;
+                        }
+                        break;
+                case 'v':
+                        view = optarg;
+                        break;
+                case 'H':
+                        log_set_program("rollback-hold");
+                        return hold_snapshots(argv[0]) < 0 ? 1 : 0;
+                default:
+                        return 2;
+                }
+
+        if (view)
+                return boot_view(pool, view);
+        r = open_pool_waiting(pool, wait_sec, &p, &lock);
+        if (r == -ENOMEDIUM) {
+                log_info("no pool found, nothing to do");
+                return 0;
+        }
+        if (r == -ENXIO) {
+                /* Whether a revert is pending is written on the pool: without it, root may not be mounted. */
+                log_error("the rollback pool %s did not appear in %u s. A revert or merge may be pending on it, "
+                          "so root is not mounted. Attach the pool's device and try again; or boot with "
+                          "rd.rollback=0 to go on without rollback, after which the snapshots no longer match "
+                          "the volume: delete them once the pool is back.",
+                          pool ?: "recorded in " RB_POOL_ID_PATH, wait_sec);
+                return 3;
+        }
+        if (r < 0) {
+                log_error_errno(r, "cannot open the pool: %m; snapshots are not armed this boot");
+                return 1;
+        }
+        if (p->foreign > 0)
+                log_warning("ignoring %u other device(s) with a rollback pool signature; using %s",
+                            p->foreign, p->path);
+
+        return arm_volumes(p, NULL);
 }

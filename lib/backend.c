@@ -2,11 +2,9 @@
 /*
  * Which snapshot targets to use: dm-rollback or upstream dm-snapshot.
  */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dm.h"
@@ -15,22 +13,8 @@
 #include "stack.h"
 #include "tables.h"
 
-static void load_module(const char *module) {
-        pid_t pid;
-
-        pid = fork();
-        if (pid < 0)
-                return;
-        if (pid == 0) {
-                int null = open("/dev/null", O_RDWR);
-                if (null >= 0) {
-                        dup2(null, STDOUT_FILENO);
-                        dup2(null, STDERR_FILENO);
-                }
-                execlp("modprobe", "modprobe", "-q", module, (char *) NULL);
-                _exit(127);
-        }
-        (void) waitpid(pid, NULL, 0);
+void load_module(const char *module) {
+        (void) rb_run((const char *const[]) { "modprobe", "-q", module, NULL }, true);
 }
 
 static int backend_available(enum backend b, bool need_merge) {

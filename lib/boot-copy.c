@@ -20,6 +20,7 @@
 #include <openssl/evp.h>
 
 #include "boot-copy.h"
+#include "keepalive.h"
 #include "macro.h"
 
 /* Names of rollback's own temporary files in a tree: never copied, never kept. */
@@ -89,12 +90,6 @@ static int sha256_buffer(const void *p, size_t n, char ret[RB_BOOT_DIGEST_LEN + 
         return 0;
 }
 
-static void (*keepalive)(void);
-
-void rb_boot_copy_set_keepalive(void (*fn)(void)) {
-        keepalive = fn;
-}
-
 /* Hashes what fd holds from its start; with out >= 0, also writes it there. */
 static int sha256_fd(int fd, int out, char ret[RB_BOOT_DIGEST_LEN + 1]) {
         _cleanup_(evp_freep) EVP_MD_CTX *c = EVP_MD_CTX_new();
@@ -117,8 +112,7 @@ static int sha256_fd(int fd, int out, char ret[RB_BOOT_DIGEST_LEN + 1]) {
                         if (w < 0)
                                 return -errno;
                 }
-                if (keepalive)
-                        keepalive();
+                rb_keepalive();
         }
         EVP_DigestFinal_ex(c, md, NULL);
         to_hex(md, ret);
@@ -216,6 +210,15 @@ static int list_dir(int dirfd, bool with_staged, char ***ret, size_t *ret_n) {
         *ret = names;
         *ret_n = n;
         return 0;
+}
+
+/*
+ * The kernels kept for the snapshots' boot entries (/boot/rollback): they
+ * belong to the snapshots, not to the /boot a snapshot carries, so a copy
+ * leaves them out and a restore leaves them be.
+ */
+static bool is_entries_dir(const char *path) {
+        return strcmp(path, RB_BOOT_ENTRIES_DIR) == 0;
 }
 
 /* prefix/name, or name at the top. */
@@ -446,7 +449,7 @@ static int save_dir(struct save *sv, int src, int dst, const char *prefix) {
                 _cleanup_free_ char *path = NULL;
 
                 r = child_path(prefix, names[i], &path);
-                if (r >= 0)
+                if (r >= 0 && !is_entries_dir(path))
                         r = save_entry(sv, src, dst, names[i], path);
         }
         /* What the copy holds beyond the source goes, a cut-off save's temporary file too. */
@@ -461,7 +464,7 @@ static int save_dir(struct save *sv, int src, int dst, const char *prefix) {
 }
 
 /* Writes text to path through a synced temporary file renamed into place. */
-static int write_text(const char *path, const char *text, size_t len) {
+int boot_write_text(const char *path, const char *text, size_t len) {
         _cleanup_free_ char *tmp = NULL;
         _cleanup_close_ int fd = -1;
         int r = 0;
@@ -515,7 +518,7 @@ int rb_boot_copy_save(const char *boot, const char *copy, const char *manifest,
                 return -ENOMEM;
         if (syncfs(dst) < 0)
                 return -errno;
-        r = write_text(manifest, text, len);
+        r = boot_write_text(manifest, text, len);
         if (r < 0)
                 return r;
         return sha256_buffer(text, len, ret_digest);
@@ -862,7 +865,8 @@ static int remove_extra(int dir, dev_t dev, const char *prefix, struct entry **i
                 r = child_path(prefix, names[i], &path);
                 if (r < 0)
                         break;
-                if (fstatat(dir, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != dev)
+                if (is_entries_dir(path) || fstatat(dir, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    st.st_dev != dev)
                         continue;
                 found = bsearch(path, index, n, sizeof(*index), cmp_entry_path);
                 if (!found)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /*
@@ -13,6 +14,9 @@
  * vouches for the whole copy.  See docs/boot.md.
  */
 #define RB_BOOT_DIGEST_LEN 64
+
+/* Under /boot: a directory per snapshot of root with the kernel it boots from GRUB's menu (docs/boot.md). */
+#define RB_BOOT_ENTRIES_DIR "rollback"
 
 /* Makes copy an exact copy of boot (other filesystems under it left out), then writes manifest. */
 int rb_boot_copy_save(const char *boot, const char *copy, const char *manifest,
@@ -27,12 +31,8 @@ int rb_boot_copy_save(const char *boot, const char *copy, const char *manifest,
 int rb_boot_copy_restore(const char *copy, const char *manifest, const char *digest, const char *boot,
                          uint64_t *ret_bytes);
 
-/*
- * Called between the blocks that a save or a restore reads and writes: a
- * daemon under a watchdog pings it from there, so that a long copy on a slow
- * disk is not taken for a hang and killed half-way.  NULL calls nothing.
- */
-void rb_boot_copy_set_keepalive(void (*keepalive)(void));
+/* Writes text to path through a synced temporary file (path.tmp) renamed into place. */
+int boot_write_text(const char *path, const char *text, size_t len);
 
 /* Whether digest is 64 lowercase hex digits. */
 int rb_boot_digest_is_valid(const char *digest);
@@ -70,3 +70,16 @@ int boot_copy_put_back(const struct snapshot *s, uint64_t *ret_bytes);
  * (1), with the same errors; 0 when the volume is not mounted with a /boot.
  */
 int boot_copy_put_back_replaced(const char *volume, const char *digest);
+
+/*
+ * The entry of snapshot s in GRUB's "Rollback snapshots" menu: when volume
+ * is root, the running kernel and its initramfs are hard-linked into
+ * /boot/rollback/NAME, beside its release and the entry's title, which
+ * /etc/grub.d/42_rollback reads (1); 0 when volume is not root or the
+ * running kernel's files are not in /boot.
+ */
+int boot_entry_keep(const char *volume, const struct snapshot *s);
+/* The snapshot's entry goes (its kernel files, once nothing else links them). */
+void boot_entry_forget(const char *name);
+/* Whether /boot/rollback/name holds a kernel and an initramfs; *ret_release: the kernel's release. */
+bool boot_entry_exists(const char *name, char **ret_release);

@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "boot-copy.h"
@@ -328,4 +330,113 @@ int boot_copy_put_back_replaced(const char *volume, const char *digest) {
         if (r >= 0)
                 r = rb_boot_copy_restore(copy, manifest, digest, boot, NULL);
         return r < 0 ? copy_error(r) : 1;
+}
+
+/* ---- the snapshots' GRUB entries: /boot/rollback/NAME ---- */
+
+#define ENTRIES_PATH "/boot/" RB_BOOT_ENTRIES_DIR
+static const char *const entry_files[] = { "vmlinuz", "initrd.img", "release", "title" };
+
+static int entry_path(const char *name, const char *file, char **ret) {
+        return asprintf(ret, ENTRIES_PATH "/%s%s%s", name, file ? "/" : "", file ?: "") < 0 ? -ENOMEM : 0;
+}
+
+void boot_entry_forget(const char *name) {
+        _cleanup_free_ char *dir = NULL;
+
+        for (size_t i = 0; i < ELEMENTSOF(entry_files); i++) {
+                _cleanup_free_ char *path = NULL;
+
+                if (entry_path(name, entry_files[i], &path) >= 0)
+                        (void) unlink(path);
+        }
+        if (entry_path(name, NULL, &dir) >= 0)
+                (void) rmdir(dir);
+}
+
+bool boot_entry_exists(const char *name, char **ret_release) {
+        _cleanup_free_ char *kernel = NULL, *initrd = NULL, *release = NULL;
+        char line[256] = "";
+        FILE *f;
+
+        if (entry_path(name, "vmlinuz", &kernel) < 0 || entry_path(name, "initrd.img", &initrd) < 0 ||
+            entry_path(name, "release", &release) < 0 || access(kernel, R_OK) < 0 || access(initrd, R_OK) < 0)
+                return false;
+        f = fopen(release, "re");
+        if (f) {
+                if (!fgets(line, sizeof(line), f))
+                        line[0] = 0;
+                fclose(f);
+        }
+        line[strcspn(line, "\n")] = 0;
+        if (ret_release)
+                *ret_release = strdup(line);
+        return true;
+}
+
+/* Hard links, not copies: no room taken until an upgrade replaces the files /boot names them by. */
+static int entry_link(const char *from, const char *name, const char *file) {
+        _cleanup_free_ char *to = NULL;
+        int r;
+
+        r = entry_path(name, file, &to);
+        if (r < 0)
+                return r;
+        return link(from, to) < 0 ? -errno : 0;
+}
+
+/* The entry's title in GRUB's menu: name, date, kernel and description, on one line. */
+static int entry_title(const struct snapshot *s, const char *release, char **ret) {
+        time_t t = s->created_usec / 1000000;
+        char created[32];
+        struct tm tm;
+
+        localtime_r(&t, &tm);
+        strftime(created, sizeof(created), "%Y-%m-%d %H:%M", &tm);
+        if (asprintf(ret, "%s, %s, Linux %s%s%s\n", s->name, created, release, s->description ? ": " : "",
+                     s->description ?: "") < 0)
+                return -ENOMEM;
+        for (char *c = *ret; *c && c[1]; c++)
+                if (*c == '\n' || *c == '\t')
+                        *c = ' ';
+        return 0;
+}
+
+int boot_entry_keep(const char *volume, const struct snapshot *s) {
+        _cleanup_free_ char *mnt = NULL, *boot = NULL, *kernel = NULL, *initrd = NULL, *dir = NULL,
+                            *release = NULL, *title = NULL, *title_path = NULL;
+        struct utsname u;
+        int r;
+
+        r = boot_of(volume, &mnt, &boot);
+        if (r <= 0 || strcmp(mnt, "/") != 0)
+                return r;
+        /* The running kernel: the one known to start this root. */
+        if (uname(&u) < 0)
+                return -errno;
+        if (asprintf(&kernel, "/boot/vmlinuz-%s", u.release) < 0 || asprintf(&initrd, "/boot/initrd.img-%s", u.release) < 0)
+                return -ENOMEM;
+        if (access(kernel, R_OK) < 0 || access(initrd, R_OK) < 0)
+                return 0;
+        boot_entry_forget(s->name);
+        if (mkdir(ENTRIES_PATH, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        r = entry_path(s->name, NULL, &dir);
+        if (r < 0)
+                return r;
+        if (mkdir(dir, 0755) < 0)
+                return -errno;
+        r = entry_link(kernel, s->name, "vmlinuz");
+        if (r >= 0)
+                r = entry_link(initrd, s->name, "initrd.img");
+        if (r >= 0 && (r = entry_path(s->name, "release", &release)) >= 0)
+                r = boot_write_text(release, u.release, strlen(u.release));
+        /* Last: /etc/grub.d/42_rollback offers a directory with a title, so a half-made one is never offered. */
+        if (r >= 0 && (r = entry_title(s, u.release, &title)) >= 0 && (r = entry_path(s->name, "title", &title_path)) >= 0)
+                r = boot_write_text(title_path, title, strlen(title));
+        if (r < 0) {
+                boot_entry_forget(s->name);
+                return r;
+        }
+        return 1;
 }

@@ -199,7 +199,7 @@ static int boot_give_up(struct pool *p, struct volume *v, struct snapshot *mergi
         return error;
 }
 
-int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *ret) {
+int rb_boot_volume(struct pool *p, const char *volume, bool count_trial, struct rb_boot_report *ret) {
         _cleanup_(stack_done) struct stack st = {};
         _cleanup_free_ char *top = NULL;
         _cleanup_free_ bool *live = NULL;
@@ -232,7 +232,7 @@ int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *re
         has_count = devnum_mount_count(devnum, &count) >= 0;
         if (has_count && v->mount_count_known && count > v->mount_count_max)
                 refuse_untracked(p, v, count, ret);
-        if (!v->revert && !v->merging) {
+        if (!v->revert && !v->merging && count_trial) {
                 ret->trial = rb_trial_count(p, v);
                 if (ret->trial != TRIAL_NONE) {
                         ret->trial_snapshot = strdup(v->trial);

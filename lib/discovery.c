@@ -223,7 +223,7 @@ int rb_pool_open_locked(const char *path, struct pool **ret_pool, int *ret_lock)
 }
 
 /* The device of the filesystem mounted at /, from the last matching mountinfo line. */
-static int root_devnum(dev_t *ret) {
+int root_devnum(dev_t *ret) {
         FILE *f;
         char line[4096];
         unsigned ma, mi;

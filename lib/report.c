@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "boot-copy.h"
 #include "dm.h"
 #include "macro.h"
 #include "rollback.h"
@@ -24,7 +25,7 @@ int rb_list_json(struct pool *p, json_object **ret) {
                 json_object *o = json_object_new_object();
                 uint64_t size = snapshot_extent_count(s) * p->geo.extent_sectors * 512;
                 struct rb_usage u;
-                _cleanup_free_ char *dev = NULL;
+                _cleanup_free_ char *dev = NULL, *kernel = NULL;
                 const char *state = snapshot_state_to_string(s->state);
 
                 if (rb_snapshot_usage(p, s, &u) < 0)
@@ -39,6 +40,10 @@ int rb_list_json(struct pool *p, json_object **ret) {
                 json_object_object_add(o, "state", json_object_new_string(state));
                 json_object_object_add(o, "upgrade", json_object_new_boolean(s->upgrade));
                 json_object_object_add(o, "boot_copy", json_object_new_boolean(s->boot_digest != NULL));
+                /* The kernel of its entry in GRUB's menu, which boots it without merging (docs/boot.md). */
+                json_object_object_add(o, "boot_entry_kernel",
+                                       s->state == SNAPSHOT_ACTIVE && boot_entry_exists(s->name, &kernel) && kernel ?
+                                       json_object_new_string(kernel) : NULL);
                 json_object_object_add(o, "revert_pending",
                                        json_object_new_boolean(v && v->revert && strcmp(v->revert, s->name) == 0));
                 json_object_object_add(o, "size_bytes", json_object_new_uint64(size));
@@ -88,10 +93,14 @@ int rb_status_json(struct pool *p, json_object **ret) {
         json_object *root = json_object_new_object(), *pool, *volumes, *snapshots;
         uint64_t extent_bytes = p->geo.extent_sectors * 512, free_extents = pool_free_extents(p);
         char uuid[POOL_UUID_STRING_MAX];
+        _cleanup_free_ char *viewed = NULL;
         int r;
 
         if (!root)
                 return -ENOMEM;
+        /* This boot runs a snapshot through its throwaway view: said first, as nothing written now is kept. */
+        json_object_object_add(root, "snapshot_boot",
+                               rb_view_booted(&viewed) > 0 ? json_object_new_string(viewed) : NULL);
         pool_uuid_to_string(p->geo.uuid, uuid);
         pool = json_object_new_object();
         json_object_object_add(pool, "device", json_object_new_string(p->path ? p->path : ""));

@@ -280,10 +280,11 @@ static bool cow_device_exists(const struct snapshot *s) {
 
 /* The merge is over and its devices gone: the snapshot's record goes, and the volume's with its last one. */
 static int merge_finish_record(struct pool *p, struct volume *v, struct snapshot *s) {
-        _cleanup_free_ char *volume = strdup(v->name);
+        _cleanup_free_ char *volume = strdup(v->name), *name = strdup(s->name);
         bool others = pool_count_snapshots(p, v->name, false) > 1;
+        int r;
 
-        if (!volume)
+        if (!volume || !name)
                 return -ENOMEM;
         pool_remove_snapshot(p, s);
         v = pool_find_volume(p, volume);
@@ -296,7 +297,12 @@ static int merge_finish_record(struct pool *p, struct volume *v, struct snapshot
         v->auto_reverted_boots = 0;
         if (!others)
                 pool_remove_volume(p, v);
-        return pool_commit(p);
+        r = pool_commit(p);
+        if (r < 0)
+                return r;
+        boot_entry_forget(name);
+        (void) rb_boot_menu_update();
+        return 0;
 }
 
 /* After a merge: the volume becomes an origin again (other snapshots) or plain. */

@@ -179,9 +179,11 @@ struct rb_boot_report {
  * last armed (written_unarmed) has its snapshots invalidated; once armed, the
  * mount count it may show at the next boot is recorded.  With no revert
  * pending or merge under way, a boot of a volume on trial is counted
- * (trial): TRIAL_REVERT asks the caller for rb_auto_revert().
+ * (trial) unless count_trial is false (a boot of a snapshot's view, which
+ * is no boot of the upgrade): TRIAL_REVERT asks the caller for
+ * rb_auto_revert().
  */
-int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *ret);
+int rb_boot_volume(struct pool *p, const char *volume, bool count_trial, struct rb_boot_report *ret);
 
 /*
  * Early boot, the volume armed and not mounted, its trial failed: mounts it
@@ -189,4 +191,19 @@ int rb_boot_volume(struct pool *p, const char *volume, struct rb_boot_report *re
  * rb_revert() does, recorded as automatic, and unmounts.  The caller
  * reboots; *ret_snapshot: the snapshot reverted to.
  */
+/*
+ * Booting a snapshot without merging it (view.c).  rb_view_create: in early
+ * boot, the view of snapshot name that root is mounted from (-ENODEV when
+ * its device is not up, -ESTALE when not active, -EINPROGRESS when merging).
+ * rb_view_booted: 1 and the snapshot's name when root is such a view.
+ * rb_boot_menu_update: update-grub, when the menu script is installed (1).
+ * rb_grubenv_writable: whether GRUB can write the environment block there.
+ */
+int rb_view_create(struct pool *p, const char *name);
+/* Runs argv[0] (from PATH) and waits: its exit status, or -errno (-ENOENT: not found); quiet: no output. */
+int rb_run(const char *const argv[], bool quiet);
+int rb_view_booted(char **ret_snapshot);
+int rb_boot_menu_update(void);
+int rb_grubenv_writable(const char *grubenv);
+
 int rb_auto_revert(struct pool *p, const char *volume, const char *dir, char **ret_snapshot);

@@ -43,7 +43,8 @@ static int make_snapshot_name(struct pool *p, char **ret) {
 static bool name_is_reserved(const char *name) {
         size_t n = strlen(name);
 
-        return (n >= 5 && strcmp(name + n - 5, "-real") == 0) || (n >= 4 && strcmp(name + n - 4, "-cow") == 0);
+        return (n >= 5 && strcmp(name + n - 5, "-real") == 0) || (n >= 4 && strcmp(name + n - 4, "-cow") == 0) ||
+               (n >= 5 && strcmp(name + n - 5, "-view") == 0);
 }
 
 /* The volume as create finds it, read before anything changes. */
@@ -283,6 +284,9 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
                 create_forget(p, volume, &t, s);
                 return r;
         }
+        /* A GRUB entry that boots it without merging: a convenience, so not having one fails nothing. */
+        if (boot_entry_keep(volume, s) > 0)
+                (void) rb_boot_menu_update();
         if (ret_name) {
                 *ret_name = strdup(s->name);
                 if (!*ret_name)
@@ -359,7 +363,13 @@ int rb_snapshot_delete(struct pool *p, const char *name) {
         pool_remove_snapshot(p, s);
         if (last && v && !v->merging)
                 pool_remove_volume(p, v);
-        return pool_commit(p);
+        r = pool_commit(p);
+        if (r < 0)
+                return r;
+        /* Its GRUB entry goes with it; the menu is not part of the snapshot's state. */
+        boot_entry_forget(name);
+        (void) rb_boot_menu_update();
+        return 0;
 }
 
 int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage *ret) {

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "pool.h"
 
@@ -37,6 +38,10 @@ int resume_deferred_step(void *userdata);
 int remove_snapshot_device(const char *volume, bool suspend, const char *snap_name);
 int disarm(const char *volume, const struct stack *st);
 void remove_stale_stack(struct pool *p, const char *volume, const struct stack *st);
+/* discovery.c: the device of the filesystem mounted at /. */
+int root_devnum(dev_t *ret);
+/* backend.c: modprobe, quietly; whether it worked shows in what the caller looks for next. */
+void load_module(const char *module);
 /* autoextend.c */
 void make_room_before_suspend(struct pool *p, const char *volume, const char *except);
 void make_room_for_merge(struct pool *p, const char *merging);

@@ -69,6 +69,19 @@ int uuid_cow(const struct snapshot *s, char **ret) {
         return format(ret, RB_DM_UUID_PREFIX "COW-%s", s->id);
 }
 
+int name_view(const struct snapshot *s, char **ret) {
+        return format(ret, RB_DM_NAME_PREFIX "%s-view", s->name);
+}
+
+int uuid_view(const struct snapshot *s, char **ret) {
+        return format(ret, VIEW_UUID_PREFIX "%s", s->id);
+}
+
+int table_view(uint64_t sectors, const char *snapshot_devt, const char *cow_devt, char **ret) {
+        return format(ret, "0 %" PRIu64 " %s %s %s N 8\n", sectors, targets[BACKEND_UPSTREAM].snapshot,
+                      snapshot_devt, cow_devt);
+}
+
 int table_cow(const struct pool_geometry *g, dev_t pool, const struct snapshot *s, char **ret) {
         _cleanup_free_ char *t = strdup("");
         uint64_t start = 0;

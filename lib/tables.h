@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "dm.h"
 #include "pool.h"
 
 struct backend_targets {
@@ -24,6 +25,12 @@ int uuid_real(const struct volume *v, char **ret);
 int name_snapshot(const struct snapshot *s, char **ret);
 int uuid_snapshot(const struct snapshot *s, char **ret);
 int name_cow(const struct snapshot *s, char **ret);
+/* The view a boot of snapshot s mounts as root; its uuid has VIEW_UUID_PREFIX. */
+int name_view(const struct snapshot *s, char **ret);
+int uuid_view(const struct snapshot *s, char **ret);
+#define VIEW_UUID_PREFIX RB_DM_UUID_PREFIX "VIEW-"
+/* The view: upstream's snapshot target with a transient store (N), its writes kept in cow_devt. */
+int table_view(uint64_t sectors, const char *snapshot_devt, const char *cow_devt, char **ret);
 int uuid_cow(const struct snapshot *s, char **ret);
 
 /* The COW: a linear map of the snapshot's extents on the pool. */

@@ -100,6 +100,9 @@ static int help(void) {
                "  cancel-revert [VOLUME]  Forget a pending revert, and put back the /boot it\n"
                "       [--keep-boot]      replaced; --keep-boot leaves /boot as it is\n"
                "  delete NAME             Delete a snapshot and free its extents\n"
+               "  boot NAME               Boot snapshot NAME once, from its GRUB entry, without\n"
+               "                          merging it: its writes are discarded (grub-reboot)\n"
+
                "  wait [--timeout SEC]    Wait until running merges are done, with progress\n"
                "  mark-good [VOLUME]      This boot is good: the upgrade on trial is kept\n"
                "  trial-failed [CHECK]    A health check failed: reboot a trial boot into the\n"
@@ -511,7 +514,10 @@ static int verb_status(int argc, char *argv[]) {
                 json_object_put(j);
                 return 0;
         }
-        /* What the admin must know first: a revert that happened by itself, snapshots that no longer can. */
+        /* What the admin must know first: a throwaway boot, a revert that happened by itself, snapshots that no longer can. */
+        if (jstr(j, "snapshot_boot"))
+                printf("SNAPSHOT BOOT: this boot runs snapshot %s through a view: what is written now is discarded "
+                       "at shutdown. GRUB's default entry boots the volume again.\n", jstr(j, "snapshot_boot"));
         print_auto_reverted(j);
         json_object_object_get_ex(j, "snapshots", &snaps);
         for (size_t i = 0; i < json_object_array_length(snaps); i++) {
@@ -690,6 +696,12 @@ static int verb_mark_good(int argc, char *argv[]) {
                 return EXIT_USAGE;
         }
         op.volume = argc > 1 ? argv[1] : NULL;
+        if (!op.volume && rb_view_booted(&op.result) > 0) {
+                printf("This boot runs snapshot %s, whose writes are discarded: it is no trial boot, so nothing "
+                       "is marked good.\n", op.result);
+                free(op.result);
+                return 0;
+        }
         r = run_op(&op);
         /* Run at every boot by rollback-mark-good.service: a machine with no pool has nothing on trial. */
         if (r == -ENOMEDIUM) {
@@ -1053,6 +1065,93 @@ static int verb_config(int argc, char *argv[]) {
         return 0;
 }
 
+/* The snapshot named name in list's JSON, or NULL. */
+static json_object *find_snapshot(json_object *list, const char *name) {
+        for (size_t i = 0; i < json_object_array_length(list); i++) {
+                json_object *o = json_object_array_get_idx(list, i);
+
+                if (strcmp(jstr(o, "name") ?: "", name) == 0)
+                        return o;
+        }
+        return NULL;
+}
+
+#define GRUB_DIR "/boot/grub"
+#define GRUB_SUBMENU_ID "rollback-snapshots"
+
+/* Whether GRUB's menu has the entry of snapshot name (made by /etc/grub.d/42_rollback). */
+static bool grub_has_entry(const char *name) {
+        _cleanup_free_ char *id = NULL, *line = NULL;
+        size_t size = 0;
+        bool found = false;
+        FILE *f;
+
+        if (asprintf(&id, "'rollback-%s'", name) < 0)
+                return false;
+        f = fopen(GRUB_DIR "/grub.cfg", "re");
+        if (!f)
+                return false;
+        while (!found && getline(&line, &size, f) > 0)
+                found = strstr(line, "menuentry ") && strstr(line, id);
+        fclose(f);
+        return found;
+}
+
+/* boot NAME: the next boot, and only it, runs snapshot NAME from its GRUB entry (grub-reboot). */
+static int verb_boot(int argc, char *argv[]) {
+        _cleanup_free_ char *entry = NULL;
+        const char *name;
+        json_object *j, *s;
+        int r;
+
+        if (argc != 2) {
+                log_error("boot takes one snapshot NAME");
+                return EXIT_USAGE;
+        }
+        name = argv[1];
+        r = fetch_json(OP_LIST, "Failed to list snapshots", &j);
+        if (r != 0)
+                return r;
+        s = find_snapshot(j, name);
+        if (!s) {
+                log_error("No snapshot named %s.", name);
+                r = EXIT_NOT_FOUND;
+        } else if (strcmp(jstr(s, "state") ?: "", snapshot_state_to_string(SNAPSHOT_ACTIVE)) != 0) {
+                log_error("Snapshot %s is %s: only an active snapshot can be booted.", name, jstr(s, "state"));
+                r = EXIT_INVALID_SNAPSHOT;
+        } else if (!jstr(s, "boot_entry_kernel")) {
+                log_error("Snapshot %s has no GRUB entry: only a snapshot of the root volume keeps the kernel that "
+                          "ran when it was taken, in /boot/" "rollback/%s.", name, name);
+                r = EXIT_FAIL;
+        }
+        json_object_put(j);
+        if (r != 0)
+                return r;
+        r = rb_grubenv_writable(GRUB_DIR);
+        if (r < 0)
+                return log_op_error(r, "Failed to find GRUB's directory " GRUB_DIR);
+        if (r == 0) {
+                log_error("GRUB cannot write its environment block on LVM or RAID, where " GRUB_DIR " is: it could "
+                          "not clear a one-time entry, and every boot would run the snapshot. Choose %s under "
+                          "\"Rollback snapshots\" in GRUB's menu instead.", name);
+                return EXIT_FAIL;
+        }
+        if (!grub_has_entry(name) && (rb_boot_menu_update() <= 0 || !grub_has_entry(name))) {
+                log_error("GRUB's menu has no entry for %s, even after update-grub (is /etc/grub.d/42_rollback "
+                          "executable?).", name);
+                return EXIT_FAIL;
+        }
+        if (asprintf(&entry, GRUB_SUBMENU_ID ">rollback-%s", name) < 0)
+                return log_op_error(-ENOMEM, "Failed to boot the snapshot");
+        fflush(stdout);
+        r = rb_run((const char *const[]) { "grub-reboot", entry, NULL }, false);
+        if (r != 0)
+                return log_op_error(r < 0 ? r : -EIO, "Failed to run grub-reboot");
+        printf("The next boot, and only that one, runs snapshot %s with its own kernel; what it writes is discarded "
+               "at shutdown. Reboot to start it.\n", name);
+        return 0;
+}
+
 static int verb_help(int argc, char *argv[]) {
         return help();
 }
@@ -1070,6 +1169,7 @@ static const struct verb {
         { "mark-good",     verb_mark_good },
         { "trial-failed",  verb_trial_failed },
         { "delete",        verb_delete },
+        { "boot",          verb_boot },
         { "wait",          verb_wait },
         { "config",        verb_config },
         { "help",          verb_help },

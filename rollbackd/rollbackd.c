@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "boot-copy.h"
+#include "keepalive.h"
 #include "bus.h"
 #include "dm.h"
 #include "log.h"
@@ -625,7 +626,7 @@ int main(int argc, char *argv[]) {
                 return log_error_errno(r, "Failed to get an event loop: %m"), 1;
         /* Pings systemd's watchdog (WatchdogSec=) from the loop: a stuck daemon gets restarted. */
         (void) sd_event_set_watchdog(d.event, true);
-        rb_boot_copy_set_keepalive(watchdog_keepalive);
+        rb_set_keepalive(watchdog_keepalive);
         (void) sd_event_add_signal(d.event, NULL, SIGTERM, NULL, NULL);
         (void) sd_event_add_signal(d.event, NULL, SIGINT, NULL, NULL);
 

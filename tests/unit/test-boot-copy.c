@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "boot-copy.h"
+#include "keepalive.h"
 #include "test.h"
 
 static char top[] = "/tmp/test-boot-copy.XXXXXX";
@@ -78,12 +79,20 @@ int main(void) {
         CHECK(chmod(at("boot/vmlinuz-6.1.0-1"), 0600) == 0);
 
         /* A daemon's watchdog is pinged while the copy goes on (1 MiB of initramfs: 16 blocks). */
-        rb_boot_copy_set_keepalive(count_keepalive);
+        rb_set_keepalive(count_keepalive);
         CHECK_R(rb_boot_copy_save(at("boot"), at("copy"), at("copy.manifest"), digest));
         CHECK(keepalives >= 16);
         CHECK(rb_boot_digest_is_valid(digest));
         CHECK_R(rb_boot_copy_save(at("boot"), at("copy"), at("copy.manifest"), again));
         CHECK(strcmp(digest, again) == 0);
+
+        /* The snapshots' GRUB entries (boot/rollback) are theirs: in no copy, and kept by every restore. */
+        CHECK(mkdir(at("boot/" RB_BOOT_ENTRIES_DIR), 0755) == 0);
+        CHECK(mkdir(at("boot/" RB_BOOT_ENTRIES_DIR "/s1"), 0755) == 0);
+        put("boot/" RB_BOOT_ENTRIES_DIR "/s1/vmlinuz", "kernel one ", 10000);
+        CHECK_R(rb_boot_copy_save(at("boot"), at("copy"), at("copy.manifest"), again));
+        CHECK(strcmp(digest, again) == 0);
+        CHECK(access(at("copy/" RB_BOOT_ENTRIES_DIR), F_OK) < 0);
 
         /* An upgrade: a new kernel, the old initramfs gone, GRUB's files and a link changed. */
         put("boot/vmlinuz-6.1.0-2", "kernel two ", 12000);
@@ -127,6 +136,7 @@ int main(void) {
         CHECK(access(at("boot/grub/.rollback-boot.0"), F_OK) < 0);
         CHECK(bytes == strlen("initramfs with the rollback hook ") * 30000 + strlen("set default=0\n"));
         CHECK(access(at("boot/vmlinuz-6.1.0-2"), F_OK) < 0);
+        CHECK(access(at("boot/" RB_BOOT_ENTRIES_DIR "/s1/vmlinuz"), F_OK) == 0);
         digest_of("boot", again);
         CHECK(strcmp(digest, again) == 0);
 

@@ -69,6 +69,13 @@ int main(void) {
         expect(t, "rollback-pre-cow");
         CHECK_R(uuid_cow(&s, &t));
         expect(t, "ROLLBACK-COW-00ff");
+        /* A snapshot booted from GRUB's menu: its view, a transient upstream snapshot of its device. */
+        CHECK_R(name_view(&s, &t));
+        expect(t, "rollback-pre-view");
+        CHECK_R(uuid_view(&s, &t));
+        expect(t, "ROLLBACK-VIEW-00ff");
+        CHECK_R(table_view(2048, "254:3", "251:0", &t));
+        expect(t, "0 2048 snapshot 254:3 251:0 N 8\n");
 
         CHECK(rbdm_table_sectors("0 100 linear 8:0 0\n100 50 linear 8:1 0\n") == 150);
         printf("ok\n");

@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Booting a snapshot without merging it (docs/boot.md, "Booting a
+# snapshot"), as GRUB's "Rollback snapshots" entry does with
+# rd.rollback.boot=NAME: early boot arms the volume, counts no trial boot,
+# and makes the snapshot's view, which reads as the snapshot and keeps its
+# writes in RAM.  After such a boot the snapshot, the volume and the trial
+# are as they were.  A pending revert or an unknown snapshot is refused.  A
+# "reboot" is every dm device removed and LVM activating anew.
+. ./lib.sh
+. ./lib-userspace.sh
+ctl="rollbackctl --no-daemon"
+
+reboot_volumes() {
+        grep -q ' /mnt ' /proc/mounts && must umount /mnt
+        must dmsetup remove_all
+        must lvm vgchange -q -ay vg0
+}
+
+trial_boots() {
+        $ctl --json status | tr -d ' \n' | sed -n 's/.*"trial":{"snapshot":"[^"]*","boots":\([0-9]*\).*/\1/p'
+}
+
+POOL_SIZE=100M
+mkdir -p /run
+make_lvm
+populate
+tree_sums /mnt > /tmp/sums-pre
+
+step "an upgrade snapshot, then the upgrade"
+must $ctl init /dev/mapper/vg0-pool
+must $ctl snapshot --upgrade --name up --size 32M vg0-root
+churn
+tree_sums /mnt > /tmp/sums-post
+must umount /mnt
+snap_sum=$(md5sum < /dev/mapper/rollback-up)
+vol_sum=$(md5sum < /dev/mapper/vg0-root)
+
+step "an unknown snapshot cannot be booted"
+reboot_volumes
+rollback-boot --view nosuch > /tmp/boot.log 2>&1
+rc=$?
+cat /tmp/boot.log
+[ $rc = 1 ] || fail "rollback-boot --view nosuch exited $rc, not 1"
+grep -q "no such snapshot" /tmp/boot.log || fail "the refusal does not say why"
+dmsetup info rollback-nosuch-view > /dev/null 2>&1 && fail "a view of nothing was made"
+
+step "booting snapshot up: the volume armed, no trial counted, root is the view"
+reboot_volumes
+# The RAM disk for the view's writes, as modprobe would load it (the guest has no modprobe).
+[ -e /sys/module/brd ] || must insmod /lib/modules/brd.ko rd_nr=1 rd_size=65536 max_part=0
+rollback-boot --view up > /tmp/boot.log 2>&1
+rc=$?
+cat /tmp/boot.log
+[ $rc = 0 ] || fail "rollback-boot --view up exited $rc"
+grep -q "booting snapshot 'up' of vg0-root through a view" /tmp/boot.log || fail "the view boot is not said"
+uses_target vg0-root rollback-origin || fail "vg0-root is not armed: $(dmsetup table vg0-root)"
+uses_target rollback-up-view snapshot || fail "the view is not a snapshot: $(dmsetup table rollback-up-view)"
+dmsetup table rollback-up-view | grep -q " N 8$" || fail "the view's store is not transient"
+[ "$(trial_boots)" = 0 ] || fail "the view boot was counted as trial boot $(trial_boots)"
+# dracut's pre-mount hook runs the early-boot step again: nothing more to do, still no trial.
+rollback-boot > /tmp/boot.log 2>&1 || fail "rollback-boot after the view: $(cat /tmp/boot.log)"
+grep -q "already armed" /tmp/boot.log || fail "pre-mount did more than find the volume armed: $(cat /tmp/boot.log)"
+[ "$(trial_boots)" = 0 ] || fail "pre-mount counted the view boot as trial boot $(trial_boots)"
+
+step "the view reads as the snapshot, and takes writes"
+[ "$(md5sum < /dev/mapper/rollback-up-view)" = "$snap_sum" ] || fail "the view does not read as the snapshot"
+snapshot_matches /dev/mapper/rollback-up-view /tmp/sums-pre || fail "the view does not hold the pre-upgrade files"
+must mount /dev/mapper/rollback-up-view /snap
+echo "written while the snapshot was booted" > /snap/etc/pkg-version
+dd if=/dev/urandom of=/snap/usr/lib/view.so bs=64k count=32 2>/dev/null
+must umount /snap
+[ "$(md5sum < /dev/mapper/rollback-up)" = "$snap_sum" ] || fail "writing the view changed the snapshot"
+
+step "the next boot: the view's writes are gone, snapshot and volume as they were"
+reboot_volumes
+rollback-boot > /tmp/boot.log 2>&1 || fail "the next boot: $(cat /tmp/boot.log)"
+grep -q "trial boot 1 of 3 after upgrade snapshot 'up'" /tmp/boot.log || fail "the next boot is not trial 1"
+[ "$(md5sum < /dev/mapper/rollback-up)" = "$snap_sum" ] || fail "the snapshot changed"
+[ "$(md5sum < /dev/mapper/vg0-root)" = "$vol_sum" ] || fail "the volume changed"
+snapshot_matches /dev/mapper/vg0-root /tmp/sums-post || fail "the volume lost the upgrade"
+
+step "a pending revert is left to a normal boot"
+must $ctl revert up
+reboot_volumes
+rollback-boot --view up > /tmp/boot.log 2>&1
+rc=$?
+cat /tmp/boot.log
+[ $rc = 1 ] || fail "rollback-boot --view up with a revert pending exited $rc, not 1"
+grep -q "is to be reverted to 'up'; boot GRUB's default entry" /tmp/boot.log || fail "the refusal does not say why"
+dmsetup info rollback-up-view > /dev/null 2>&1 && fail "a view was made with a revert pending"
+pass

@@ -43,6 +43,12 @@ grep -q "not a device-mapper volume" /tmp/err || fail "a root on no block device
 expect_rc 1 $ctl snapshot rollback-keep
 expect_rc 1 $ctl snapshot --name keep vg0-root
 expect_rc 2 $ctl snapshot --name x-real vg0-root
+# The name of the view a boot of snapshot x mounts as root (rollbackctl boot).
+expect_rc 2 $ctl snapshot --name x-view vg0-root
+expect_rc 3 $ctl boot nothing
+expect_rc 2 $ctl boot
+expect_rc 1 $ctl boot keep
+grep -q "has no GRUB entry" /tmp/err || fail "boot of a snapshot with no entry: $(cat /tmp/err)"
 expect_rc 5 $ctl snapshot --name huge --size 1T vg0-root
 expect_rc 3 $ctl --pool /dev/mapper/vg0-root list
 expect_rc 3 $ctl revert nothing

@@ -113,7 +113,7 @@ static int assess_boot(struct pool *p, const char *volume, const struct rb_boot_
         if (rep->trial != TRIAL_REVERT)
                 return 0;
         log_error("%s: %u boots in a row after upgrade snapshot '%s' were not marked good (none reached "
-                  "boot-complete.target): reverting to it automatically", volume, rep->trial_limit,
+                  "boot-complete.target): reverting to it automatically", volume, rep->trial_boots,
                   rep->trial_snapshot);
         r = rb_auto_revert(p, volume, AUTO_REVERT_DIR, &snapshot);
         if (r < 0) {

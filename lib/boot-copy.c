@@ -65,11 +65,6 @@ static void fclosep(FILE **f) {
                 fclose(*f);
 }
 
-static void closedirp(DIR **d) {
-        if (*d)
-                closedir(*d);
-}
-
 int rb_boot_digest_is_valid(const char *digest) {
         if (!digest || strlen(digest) != RB_BOOT_DIGEST_LEN)
                 return false;
@@ -169,7 +164,7 @@ static bool is_staged(const char *name) {
 
 /* The names in dirfd, sorted; our temporary files only if asked for. */
 static int list_dir(int dirfd, bool with_staged, char ***ret, size_t *ret_n) {
-        _cleanup_(closedirp) DIR *d = NULL;
+        _cleanup_closedir_ DIR *d = NULL;
         char **names = NULL;
         size_t n = 0;
         struct dirent *de;

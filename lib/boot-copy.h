@@ -81,5 +81,8 @@ int boot_copy_put_back_replaced(const char *volume, const char *digest);
 int boot_entry_keep(const char *volume, const struct snapshot *s);
 /* The snapshot's entry goes (its kernel files, once nothing else links them). */
 void boot_entry_forget(const char *name);
+/* The entries of snapshots no longer active in the pool go: how many went. */
+struct pool;
+unsigned boot_entries_prune(struct pool *p);
 /* Whether /boot/rollback/name holds a kernel and an initramfs; *ret_release: the kernel's release. */
 bool boot_entry_exists(const char *name, char **ret_release);

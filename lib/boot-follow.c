@@ -440,3 +440,24 @@ int boot_entry_keep(const char *volume, const struct snapshot *s) {
         }
         return 1;
 }
+
+unsigned boot_entries_prune(struct pool *p) {
+        _cleanup_closedir_ DIR *d = opendir(ENTRIES_PATH);
+        struct dirent *de;
+        unsigned n = 0;
+
+        if (!d)
+                return 0;
+        while ((de = readdir(d))) {
+                const struct snapshot *s;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                s = pool_find_snapshot(p, de->d_name);
+                if (s && s->state == SNAPSHOT_ACTIVE)
+                        continue;
+                boot_entry_forget(de->d_name);
+                n++;
+        }
+        return n;
+}

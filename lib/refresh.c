@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
+#include "boot-copy.h"
 #include "dm.h"
 #include "evidence.h"
 #include "macro.h"
@@ -30,6 +31,7 @@ unsigned invalidate_volume_snapshots(struct pool *p, const char *volume) {
 int rb_refresh_states(struct pool *p, unsigned *ret_changed) {
         unsigned changed = 0;
         bool recorded = false;
+        int r;
 
         /*
          * We hold the lock, so whoever was creating these died on the way:
@@ -85,5 +87,10 @@ int rb_refresh_states(struct pool *p, unsigned *ret_changed) {
         }
         if (ret_changed)
                 *ret_changed = changed;
-        return changed > 0 || recorded ? pool_commit(p) : 0;
+        if ((changed > 0 || recorded) && (r = pool_commit(p)) < 0)
+                return r;
+        /* GRUB's menu offers valid snapshots only; one may have become invalid in early boot, too. */
+        if (boot_entries_prune(p) > 0)
+                (void) rb_boot_menu_update();
+        return 0;
 }

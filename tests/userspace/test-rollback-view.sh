@@ -79,6 +79,20 @@ grep -q "trial boot 1 of 3 after upgrade snapshot 'up'" /tmp/boot.log || fail "t
 [ "$(md5sum < /dev/mapper/vg0-root)" = "$vol_sum" ] || fail "the volume changed"
 snapshot_matches /dev/mapper/vg0-root /tmp/sums-post || fail "the volume lost the upgrade"
 
+step "the snapshot's GRUB entry: in list, gone once its snapshot is"
+# As a snapshot of root makes them (the guest's root is no volume).
+for d in up gone; do
+        mkdir -p /boot/rollback/$d
+        : > /boot/rollback/$d/vmlinuz
+        : > /boot/rollback/$d/initrd.img
+        echo 6.1.0-50-amd64 > /boot/rollback/$d/release
+        echo "$d, Linux 6.1.0-50-amd64" > /boot/rollback/$d/title
+done
+$ctl --json list > /tmp/list.json || fail "list"
+grep -q '"boot_entry_kernel": "6.1.0-50-amd64"' /tmp/list.json || fail "list does not show up's entry: $(cat /tmp/list.json)"
+[ -e /boot/rollback/up/title ] || fail "the entry of an active snapshot went"
+[ -e /boot/rollback/gone ] && fail "the entry of a snapshot not in the pool was kept"
+
 step "a pending revert is left to a normal boot"
 must $ctl revert up
 reboot_volumes
@@ -88,4 +102,9 @@ cat /tmp/boot.log
 [ $rc = 1 ] || fail "rollback-boot --view up with a revert pending exited $rc, not 1"
 grep -q "is to be reverted to 'up'; boot GRUB's default entry" /tmp/boot.log || fail "the refusal does not say why"
 dmsetup info rollback-up-view > /dev/null 2>&1 && fail "a view was made with a revert pending"
+
+step "the normal boot merges it, and its entry goes with it"
+rollback-boot > /tmp/boot.log 2>&1 || fail "the normal boot: $(cat /tmp/boot.log)"
+must $ctl wait --timeout 120
+[ -e /boot/rollback/up ] && fail "the entry of the merged snapshot was kept"
 pass

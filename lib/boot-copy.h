@@ -81,6 +81,8 @@ int boot_copy_put_back_replaced(const char *volume, const char *digest);
 int boot_entry_keep(const char *volume, const struct snapshot *s);
 /* The snapshot's entry goes (its kernel files, once nothing else links them). */
 void boot_entry_forget(const char *name);
+/* A snapshot left the pool (deleted, merged): its entry goes, and GRUB's menu is made again. */
+void boot_entry_drop(const char *name);
 /* The entries of snapshots no longer active in the pool go: how many went. */
 struct pool;
 unsigned boot_entries_prune(struct pool *p);

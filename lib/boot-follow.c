@@ -354,6 +354,11 @@ void boot_entry_forget(const char *name) {
                 (void) rmdir(dir);
 }
 
+void boot_entry_drop(const char *name) {
+        boot_entry_forget(name);
+        (void) rb_boot_menu_update();
+}
+
 bool boot_entry_exists(const char *name, char **ret_release) {
         _cleanup_free_ char *kernel = NULL, *initrd = NULL, *release = NULL;
         char line[256] = "";

@@ -298,11 +298,9 @@ static int merge_finish_record(struct pool *p, struct volume *v, struct snapshot
         if (!others)
                 pool_remove_volume(p, v);
         r = pool_commit(p);
-        if (r < 0)
-                return r;
-        boot_entry_forget(name);
-        (void) rb_boot_menu_update();
-        return 0;
+        if (r >= 0)
+                boot_entry_drop(name);
+        return r;
 }
 
 /* After a merge: the volume becomes an origin again (other snapshots) or plain. */

@@ -364,12 +364,9 @@ int rb_snapshot_delete(struct pool *p, const char *name) {
         if (last && v && !v->merging)
                 pool_remove_volume(p, v);
         r = pool_commit(p);
-        if (r < 0)
-                return r;
-        /* Its GRUB entry goes with it; the menu is not part of the snapshot's state. */
-        boot_entry_forget(name);
-        (void) rb_boot_menu_update();
-        return 0;
+        if (r >= 0)
+                boot_entry_drop(name);
+        return r;
 }
 
 int rb_snapshot_usage(struct pool *p, const struct snapshot *s, struct rb_usage *ret) {

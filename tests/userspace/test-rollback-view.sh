@@ -16,6 +16,16 @@ reboot_volumes() {
         must lvm vgchange -q -ay vg0
 }
 
+# view_refused NAME WHY: rollback-boot --view NAME exits 1, saying WHY, and makes no view.
+view_refused() {
+        rollback-boot --view "$1" > /tmp/boot.log 2>&1
+        rc=$?
+        cat /tmp/boot.log
+        [ $rc = 1 ] || fail "rollback-boot --view $1 exited $rc, not 1"
+        grep -qF "$2" /tmp/boot.log || fail "the refusal does not say why"
+        dmsetup info "rollback-$1-view" > /dev/null 2>&1 && fail "a view of $1 was made"
+}
+
 trial_boots() {
         $ctl --json status | tr -d ' \n' | sed -n 's/.*"trial":{"snapshot":"[^"]*","boots":\([0-9]*\).*/\1/p'
 }
@@ -37,12 +47,7 @@ vol_sum=$(md5sum < /dev/mapper/vg0-root)
 
 step "an unknown snapshot cannot be booted"
 reboot_volumes
-rollback-boot --view nosuch > /tmp/boot.log 2>&1
-rc=$?
-cat /tmp/boot.log
-[ $rc = 1 ] || fail "rollback-boot --view nosuch exited $rc, not 1"
-grep -q "no such snapshot" /tmp/boot.log || fail "the refusal does not say why"
-dmsetup info rollback-nosuch-view > /dev/null 2>&1 && fail "a view of nothing was made"
+view_refused nosuch "the pool has no such snapshot"
 
 step "booting snapshot up: the volume armed, no trial counted, root is the view"
 reboot_volumes
@@ -96,12 +101,7 @@ grep -q '"boot_entry_kernel": "6.1.0-50-amd64"' /tmp/list.json || fail "list doe
 step "a pending revert is left to a normal boot"
 must $ctl revert up
 reboot_volumes
-rollback-boot --view up > /tmp/boot.log 2>&1
-rc=$?
-cat /tmp/boot.log
-[ $rc = 1 ] || fail "rollback-boot --view up with a revert pending exited $rc, not 1"
-grep -q "is to be reverted to 'up'; boot GRUB's default entry" /tmp/boot.log || fail "the refusal does not say why"
-dmsetup info rollback-up-view > /dev/null 2>&1 && fail "a view was made with a revert pending"
+view_refused up "vg0-root is to be reverted to 'up'; boot GRUB's default entry"
 
 step "the normal boot merges it, and its entry goes with it"
 rollback-boot > /tmp/boot.log 2>&1 || fail "the normal boot: $(cat /tmp/boot.log)"

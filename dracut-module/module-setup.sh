@@ -31,4 +31,6 @@ install() {
         inst_multiple -o modprobe systemctl sleep
         inst_hook pre-mount 10 "$moddir/rollback-pre-mount.sh"
         inst_hook initqueue/settled 60 "$moddir/rollback-view.sh"
+        # The initqueue, where the view is made, runs only when some module asks for it.
+        dracut_need_initqueue
 }

@@ -248,8 +248,14 @@ static int boot_view(const char *pool, const char *name) {
                           "which merges it", name, volume, v->revert ?: v->merging);
                 return 1;
         }
+        /*
+         * Another volume that failed to arm is said and left, as in a normal
+         * boot; one whose merge cannot be loaded must not be mounted, which
+         * the snapshot's fstab may ask for.  The snapshot's own volume shows
+         * in its device: the view needs it.
+         */
         r = arm_volumes(p, name);
-        if (r != 0)
+        if (r == 3)
                 return 1;
         r = rb_view_create(p, name);
         if (r < 0) {

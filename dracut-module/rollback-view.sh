@@ -19,3 +19,4 @@ if [ -n "$rollback_view" ] && [ ! -e /run/rollback-view.done ]; then
                 ;;
         esac
 fi
+unset rollback_view

@@ -114,6 +114,25 @@ static int sha256_fd(int fd, int out, char ret[RB_BOOT_DIGEST_LEN + 1]) {
         return 0;
 }
 
+int boot_file_copy(const char *from, const char *to) {
+        _cleanup_close_ int in = -1, out = -1;
+        char sha[RB_BOOT_DIGEST_LEN + 1];
+        int r;
+
+        in = open(from, O_RDONLY | O_CLOEXEC);
+        if (in < 0)
+                return -errno;
+        out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (out < 0)
+                return -errno;
+        r = sha256_fd(in, out, sha);
+        if (r >= 0 && fsync(out) < 0)
+                r = -errno;
+        if (r < 0)
+                (void) unlink(to);
+        return r;
+}
+
 /* Path bytes the manifest cannot hold as they are (space, control, backslash) become \xHH. */
 static void put_escaped(FILE *f, const char *s) {
         for (const unsigned char *c = (const unsigned char *) s; *c; c++)

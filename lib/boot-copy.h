@@ -31,6 +31,9 @@ int rb_boot_copy_save(const char *boot, const char *copy, const char *manifest,
 int rb_boot_copy_restore(const char *copy, const char *manifest, const char *digest, const char *boot,
                          uint64_t *ret_bytes);
 
+/* Copies the file from to the new file to (synced); to is removed again when that fails. */
+int boot_file_copy(const char *from, const char *to);
+
 /* Writes text to path through a synced temporary file (path.tmp) renamed into place. */
 int boot_write_text(const char *path, const char *text, size_t len);
 
@@ -73,9 +76,10 @@ int boot_copy_put_back_replaced(const char *volume, const char *digest);
 
 /*
  * The entry of snapshot s in GRUB's "Rollback snapshots" menu: when volume
- * is root, the running kernel and its initramfs are hard-linked into
- * /boot/rollback/NAME, beside its release and the entry's title, which
- * /etc/grub.d/42_rollback reads (1); 0 when volume is not root or the
+ * is root, the running kernel is hard-linked into /boot/rollback/NAME
+ * (dpkg replaces a kernel by renaming, so the link keeps it) and its
+ * initramfs copied there (dracut rewrites one in place), beside its
+ * release and the entry's title (1); 0 when volume is not root or the
  * running kernel's files are not in /boot.
  */
 int boot_entry_keep(const char *volume, const struct snapshot *s);

@@ -334,6 +334,10 @@ int boot_copy_put_back_replaced(const char *volume, const char *digest) {
 
 /* ---- the snapshots' GRUB entries: /boot/rollback/NAME ---- */
 
+static int cmp_strings(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
 #define ENTRIES_PATH "/boot/" RB_BOOT_ENTRIES_DIR
 static const char *const entry_files[] = { "vmlinuz", "initrd.img", "release", "title" };
 
@@ -379,7 +383,7 @@ bool boot_entry_exists(const char *name, char **ret_release) {
         return true;
 }
 
-/* Hard links, not copies: no room taken until an upgrade replaces the files /boot names them by. */
+/* A hard link: no room taken until an upgrade replaces the file /boot names it by (dpkg renames). */
 static int entry_link(const char *from, const char *name, const char *file) {
         _cleanup_free_ char *to = NULL;
         int r;
@@ -409,7 +413,7 @@ static int entry_title(const struct snapshot *s, const char *release, char **ret
 
 int boot_entry_keep(const char *volume, const struct snapshot *s) {
         _cleanup_free_ char *mnt = NULL, *boot = NULL, *kernel = NULL, *initrd = NULL, *dir = NULL,
-                            *release = NULL, *title = NULL, *title_path = NULL;
+                            *release = NULL, *title = NULL, *title_path = NULL, *initrd_copy = NULL;
         struct utsname u;
         int r;
 
@@ -432,8 +436,8 @@ int boot_entry_keep(const char *volume, const struct snapshot *s) {
         if (mkdir(dir, 0755) < 0)
                 return -errno;
         r = entry_link(kernel, s->name, "vmlinuz");
-        if (r >= 0)
-                r = entry_link(initrd, s->name, "initrd.img");
+        if (r >= 0 && (r = entry_path(s->name, "initrd.img", &initrd_copy)) >= 0)
+                r = boot_file_copy(initrd, initrd_copy);
         if (r >= 0 && (r = entry_path(s->name, "release", &release)) >= 0)
                 r = boot_write_text(release, u.release, strlen(u.release));
         /* Last: /etc/grub.d/42_rollback offers a directory with a title, so a half-made one is never offered. */
@@ -444,6 +448,107 @@ int boot_entry_keep(const char *volume, const struct snapshot *s) {
                 return r;
         }
         return 1;
+}
+
+/* The names of the entries in /boot/rollback, sorted: directories with a title, a kernel and an initramfs. */
+static int list_entries(char ***ret, size_t *ret_n) {
+        _cleanup_closedir_ DIR *d = opendir(ENTRIES_PATH);
+        struct dirent *de;
+        char **names = NULL;
+        size_t n = 0;
+
+        *ret = NULL;
+        *ret_n = 0;
+        if (!d)
+                return errno == ENOENT ? 0 : -errno;
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *title = NULL;
+                char **grown;
+
+                /* No snapshot's name starts with '.': the menu and temporary files do. */
+                if (de->d_name[0] == '.')
+                        continue;
+                if (entry_path(de->d_name, "title", &title) < 0 || access(title, R_OK) < 0 ||
+                    !boot_entry_exists(de->d_name, NULL))
+                        continue;
+                grown = realloc(names, (n + 1) * sizeof(*names));
+                if (!grown)
+                        break;
+                names = grown;
+                names[n] = strdup(de->d_name);
+                if (names[n])
+                        n++;
+        }
+        qsort(names, n, sizeof(*names), cmp_strings);
+        *ret = names;
+        *ret_n = n;
+        return 0;
+}
+
+/* One entry: GRUB's submenu set rollback_boot (/boot's path on its filesystem) and rollback_cmdline. */
+static int menu_entry(FILE *f, const char *name) {
+        _cleanup_free_ char *path = NULL;
+        char title[512] = "";
+        FILE *t;
+
+        if (entry_path(name, "title", &path) < 0)
+                return -ENOMEM;
+        t = fopen(path, "re");
+        if (!t)
+                return -errno;
+        if (!fgets(title, sizeof(title), t))
+                title[0] = 0;
+        fclose(t);
+        title[strcspn(title, "\n")] = 0;
+        fputs("menuentry '", f);
+        /* In GRUB's single quotes a quote is closed, escaped and opened again. */
+        for (const char *c = title; *c; c++)
+                fputs(*c == '\'' ? "'\\''" : (char[]) { *c, 0 }, f);
+        fprintf(f, "' --id 'rollback-%s' {\n"
+                   "\tlinux $rollback_boot/" RB_BOOT_ENTRIES_DIR "/%s/vmlinuz root=/dev/mapper/rollback-%s-view ro "
+                   "rd.rollback.boot=%s $rollback_cmdline\n"
+                   "\tinitrd $rollback_boot/" RB_BOOT_ENTRIES_DIR "/%s/initrd.img\n"
+                   "}\n", name, name, name, name, name);
+        return 0;
+}
+
+/*
+ * Written whole and renamed into place, never half: GRUB reads it at every
+ * boot.  No update-grub: grub.cfg holds only the submenu that sources it
+ * (/etc/grub.d/42_rollback), so it stays as the admin's update-grub made it.
+ */
+int rb_boot_menu_update(void) {
+        _cleanup_free_ char *text = NULL;
+        char **names = NULL;
+        size_t n = 0, len = 0;
+        FILE *f;
+        int r;
+
+        if (access(ENTRIES_PATH, F_OK) < 0)
+                return 0;
+        r = list_entries(&names, &n);
+        if (r < 0)
+                return r;
+        f = open_memstream(&text, &len);
+        if (!f) {
+                r = -ENOMEM;
+                goto free_names;
+        }
+        fputs("# rollback's snapshots, sourced by GRUB's \"Rollback snapshots\" submenu (/etc/grub.d/42_rollback).\n"
+              "# Made anew as snapshots come and go: do not edit.\n", f);
+        for (size_t i = 0; i < n && r >= 0; i++)
+                r = menu_entry(f, names[i]);
+        if (n == 0)
+                fputs("menuentry 'No snapshot to boot' --id 'rollback-none' {\n\ttrue\n}\n", f);
+        if (fclose(f) != 0 && r >= 0)
+                r = -ENOMEM;
+        if (r >= 0)
+                r = boot_write_text(RB_BOOT_MENU, text, len);
+free_names:
+        for (size_t i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+        return r < 0 ? r : 1;
 }
 
 unsigned boot_entries_prune(struct pool *p) {

@@ -196,14 +196,14 @@ int rb_boot_volume(struct pool *p, const char *volume, bool count_trial, struct 
  * boot, the view of snapshot name that root is mounted from (-ENODEV when
  * its device is not up, -ESTALE when not active, -EINPROGRESS when merging).
  * rb_view_booted: 1 and the snapshot's name when root is such a view.
- * rb_boot_menu_update: update-grub, when the menu script is installed (1).
- * rb_grubenv_writable: whether GRUB can write the environment block there.
+ * rb_boot_menu_update: writes the menu that GRUB's "Rollback snapshots"
+ * submenu sources (RB_BOOT_MENU), from the entries in /boot/rollback.
  */
 int rb_view_create(struct pool *p, const char *name);
 /* Runs argv[0] (from PATH) and waits: its exit status, or -errno (-ENOENT: not found); quiet: no output. */
 int rb_run(const char *const argv[], bool quiet);
 int rb_view_booted(char **ret_snapshot);
+#define RB_BOOT_MENU "/boot/rollback/.grub.cfg"
 int rb_boot_menu_update(void);
-int rb_grubenv_writable(const char *grubenv);
 
 int rb_auto_revert(struct pool *p, const char *volume, const char *dir, char **ret_snapshot);

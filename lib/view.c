@@ -4,14 +4,14 @@
  * snapshot"): the view such a boot mounts as root, a snapshot with a
  * transient store over the snapshot's device whose writes stay in RAM (a
  * brd RAM disk) and are gone at shutdown, so the snapshot stays exactly as it was
- * and the volume is not written; and the GRUB menu that offers it.
+ * and the volume is not written.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -22,6 +22,18 @@
 #include "rollback.h"
 #include "stack.h"
 #include "tables.h"
+
+static int dir_is_empty(const char *path) {
+        _cleanup_closedir_ DIR *d = opendir(path);
+        struct dirent *de;
+
+        if (!d)
+                return -errno;
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                        return 0;
+        return 1;
+}
 
 static int read_line(const char *path, char *buf, size_t size) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -46,6 +58,7 @@ static int read_line(const char *path, char *buf, size_t size) {
  */
 static int ramdisk_add(uint64_t kib, char ret[32]) {
         char size[48];
+        int r;
 
         if (access("/sys/module/brd", F_OK) < 0) {
                 snprintf(size, sizeof(size), "rd_size=%" PRIu64, kib);
@@ -54,6 +67,10 @@ static int ramdisk_add(uint64_t kib, char ret[32]) {
         }
         if (access("/sys/block/ram0", F_OK) < 0)
                 return -ENOPKG;
+        /* brd loaded before us (built in, or by someone else): its first disk only if nobody holds it. */
+        r = dir_is_empty("/sys/block/ram0/holders");
+        if (r <= 0)
+                return r < 0 ? r : -EBUSY;
         return read_line("/sys/block/ram0/dev", ret, 32);
 }
 
@@ -78,8 +95,9 @@ int rb_view_create(struct pool *p, const char *name) {
         r = rbdm_info(view, &info);
         if (r < 0)
                 return r;
+        /* Made by an earlier run of the hook in this boot. */
         if (info.exists)
-                return -EEXIST;
+                return strcmp(info.uuid, uuid) == 0 && info.live_table ? 0 : -EEXIST;
         r = rbdm_info(snap, &info);
         if (r < 0)
                 return r;
@@ -90,10 +108,13 @@ int rb_view_create(struct pool *p, const char *name) {
         sectors = rbdm_table_sectors(table);
         if (sectors == 0)
                 return -EINVAL;
-        /* Its writes can fill RAM at most: more would not fit anyway. */
+        /*
+         * Half of RAM: brd's pages are never reclaimed, so with all of it the
+         * OOM killer would come before the view fills and fails its writes.
+         */
         if (sysinfo(&si) < 0)
                 return -errno;
-        r = ramdisk_add((uint64_t) si.totalram * si.mem_unit / 1024, cow_devt);
+        r = ramdisk_add((uint64_t) si.totalram * si.mem_unit / 2 / 1024, cow_devt);
         if (r < 0)
                 return r;
         load_module("dm-snapshot");
@@ -126,33 +147,6 @@ int rb_view_booted(char **ret_snapshot) {
                 *ret_snapshot = strndup(name + strlen(RB_DM_NAME_PREFIX), n - strlen(RB_DM_NAME_PREFIX "-view"));
                 if (!*ret_snapshot)
                         return -ENOMEM;
-        }
-        return 1;
-}
-
-/* GRUB's menu is made by update-grub, which runs /etc/grub.d/42_rollback. */
-#define GRUB_MENU_SCRIPT "/etc/grub.d/42_rollback"
-
-int rb_boot_menu_update(void) {
-        int r;
-
-        if (access(GRUB_MENU_SCRIPT, X_OK) < 0)
-                return 0;
-        r = rb_run((const char *const[]) { "update-grub", NULL }, true);
-        return r < 0 ? r : r == 0 ? 1 : -EIO;
-}
-
-/* GRUB writes its environment block on a plain disk only: not on LVM (dm) or RAID (md). */
-int rb_grubenv_writable(const char *grubenv) {
-        char path[96];
-        struct stat st;
-
-        if (stat(grubenv, &st) < 0)
-                return -errno;
-        for (const char *const *kind = (const char *const[]) { "dm", "md", NULL }; *kind; kind++) {
-                snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/%s", major(st.st_dev), minor(st.st_dev), *kind);
-                if (access(path, F_OK) == 0)
-                        return 0;
         }
         return 1;
 }

@@ -1079,22 +1079,50 @@ static json_object *find_snapshot(json_object *list, const char *name) {
 #define GRUB_DIR "/boot/grub"
 #define GRUB_SUBMENU_ID "rollback-snapshots"
 
-/* Whether GRUB's menu has the entry of snapshot name (made by /etc/grub.d/42_rollback). */
-static bool grub_has_entry(const char *name) {
-        _cleanup_free_ char *id = NULL, *line = NULL;
+/* Whether file has a line holding all of words. */
+static bool file_has_line(const char *file, const char *const *words) {
+        _cleanup_free_ char *line = NULL;
         size_t size = 0;
         bool found = false;
         FILE *f;
 
-        if (asprintf(&id, "'rollback-%s'", name) < 0)
-                return false;
-        f = fopen(GRUB_DIR "/grub.cfg", "re");
+        f = fopen(file, "re");
         if (!f)
                 return false;
-        while (!found && getline(&line, &size, f) > 0)
-                found = strstr(line, "menuentry ") && strstr(line, id);
+        while (!found && getline(&line, &size, f) > 0) {
+                found = true;
+                for (const char *const *w = words; *w && found; w++)
+                        found = strstr(line, *w) != NULL;
+        }
         fclose(f);
         return found;
+}
+
+/* GRUB's menu has the submenu (grub.cfg, made by update-grub with /etc/grub.d/42_rollback) and its entry for name. */
+static bool grub_has_entry(const char *name) {
+        _cleanup_free_ char *id = NULL;
+
+        if (asprintf(&id, "'rollback-%s'", name) < 0)
+                return false;
+        return file_has_line(GRUB_DIR "/grub.cfg", (const char *const[]) { "submenu ", "'" GRUB_SUBMENU_ID "'", NULL }) &&
+               file_has_line(RB_BOOT_MENU, (const char *const[]) { "menuentry ", id, NULL });
+}
+
+/* As grub-reboot and 00_header judge it: GRUB writes no environment block on LVM or RAID (diskfilter). */
+static bool grub_can_save_env(void) {
+        _cleanup_free_ char *line = NULL;
+        size_t size = 0;
+        bool can = true;
+        FILE *f;
+
+        f = popen("grub-probe --target=abstraction " GRUB_DIR " 2>/dev/null", "re");
+        if (!f)
+                return true;
+        while (getline(&line, &size, f) > 0)
+                if (strstr(line, "lvm") || strstr(line, "diskfilter"))
+                        can = false;
+        (void) pclose(f);
+        return can;
 }
 
 /* boot NAME: the next boot, and only it, runs snapshot NAME from its GRUB entry (grub-reboot). */
@@ -1124,19 +1152,32 @@ static int verb_boot(int argc, char *argv[]) {
                           "ran when it was taken, in /boot/" "rollback/%s.", name, name);
                 r = EXIT_FAIL;
         }
+        for (size_t i = 0; r == 0 && s && i < json_object_array_length(j); i++) {
+                json_object *o = json_object_array_get_idx(j, i);
+
+                /* Early boot would refuse the view and stop: say it now. */
+                if (strcmp(jstr(o, "volume") ?: "", jstr(s, "volume") ?: "") == 0 &&
+                    (jbool(o, "revert_pending") || strcmp(jstr(o, "state") ?: "", "merging") == 0)) {
+                        log_error("%s is to be reverted to %s: boot normally to merge it first, or cancel-revert.",
+                                  jstr(s, "volume"), jstr(o, "name"));
+                        r = EXIT_BUSY;
+                }
+        }
         json_object_put(j);
         if (r != 0)
                 return r;
-        r = rb_grubenv_writable(GRUB_DIR);
-        if (r < 0)
-                return log_op_error(r, "Failed to find GRUB's directory " GRUB_DIR);
-        if (r == 0) {
+        if (!grub_can_save_env()) {
                 log_error("GRUB cannot write its environment block on LVM or RAID, where " GRUB_DIR " is: it could "
                           "not clear a one-time entry, and every boot would run the snapshot. Choose %s under "
                           "\"Rollback snapshots\" in GRUB's menu instead.", name);
                 return EXIT_FAIL;
         }
-        if (!grub_has_entry(name) && (rb_boot_menu_update() <= 0 || !grub_has_entry(name))) {
+        /* The submenu comes with update-grub's next run after rollback was installed: this may be it. */
+        if (!grub_has_entry(name)) {
+                (void) rb_boot_menu_update();
+                (void) rb_run((const char *const[]) { "update-grub", NULL }, true);
+        }
+        if (!grub_has_entry(name)) {
                 log_error("GRUB's menu has no entry for %s, even after update-grub (is /etc/grub.d/42_rollback "
                           "executable?).", name);
                 return EXIT_FAIL;

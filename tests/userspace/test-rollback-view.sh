@@ -97,6 +97,11 @@ $ctl --json list > /tmp/list.json || fail "list"
 grep -q '"boot_entry_kernel": "6.1.0-50-amd64"' /tmp/list.json || fail "list does not show up's entry: $(cat /tmp/list.json)"
 [ -e /boot/rollback/up/title ] || fail "the entry of an active snapshot went"
 [ -e /boot/rollback/gone ] && fail "the entry of a snapshot not in the pool was kept"
+# GRUB's submenu sources this menu: up's entry boots its view with its kernel.
+grep -q "^menuentry 'up, Linux 6.1.0-50-amd64' --id 'rollback-up' {" /boot/rollback/.grub.cfg &&
+        grep -q "^	linux \$rollback_boot/rollback/up/vmlinuz root=/dev/mapper/rollback-up-view ro rd.rollback.boot=up \$rollback_cmdline$" \
+                /boot/rollback/.grub.cfg || fail "GRUB's menu of snapshots: $(cat /boot/rollback/.grub.cfg)"
+grep -q "rollback-gone" /boot/rollback/.grub.cfg && fail "GRUB's menu still offers a snapshot not in the pool"
 
 step "a pending revert is left to a normal boot"
 must $ctl revert up
@@ -107,4 +112,5 @@ step "the normal boot merges it, and its entry goes with it"
 rollback-boot > /tmp/boot.log 2>&1 || fail "the normal boot: $(cat /tmp/boot.log)"
 must $ctl wait --timeout 120
 [ -e /boot/rollback/up ] && fail "the entry of the merged snapshot was kept"
+grep -q "rollback-up" /boot/rollback/.grub.cfg && fail "GRUB's menu still offers the merged snapshot"
 pass

@@ -190,6 +190,13 @@ int rb_revert(struct pool *p, const char *name, bool now, bool keep_boot) {
                 return -ENOENT;
         if (s->state != SNAPSHOT_ACTIVE)
                 return s->state == SNAPSHOT_MERGING ? -EALREADY : -ESTALE;
+        /*
+         * In a boot of a snapshot's view the volume is not mounted, so /boot
+         * would not be put back (and on root's /boot could not be: the view
+         * discards it): GRUB would start the upgrade's kernel into the merge.
+         */
+        if (!keep_boot && rb_view_booted(NULL) > 0)
+                return -EROFS;
         r = rb_snapshot_usage(p, s, &u);
         if (r < 0)
                 return r;

@@ -660,6 +660,11 @@ static int verb_revert(int argc, char *argv[]) {
                 log_error("the volume of '%s' is in use (mounted?); revert without --now to merge at the next boot",
                           op.name);
                 return EXIT_BUSY;
+        case EROFS:
+                log_error("this boot runs a snapshot through a view, where the /boot that '%s' holds cannot be put "
+                          "back; boot GRUB's default entry and revert there (--keep-boot reverts the volume alone)",
+                          op.name);
+                return EXIT_BUSY;
         case ENODATA:
                 log_error("'%s' holds no copy of /boot (taken by an older rollback, or of a read-only root), and the "
                           "next boot could start a kernel the reverted root lacks; nothing was changed "

@@ -223,8 +223,9 @@ static int boot_view(const char *pool, const char *name) {
         struct rbdm_info info;
         int r;
 
+        /* Before LVM has activated the pool's LV, it is missing (recorded) or not found (unrecorded). */
         r = rb_pool_open_locked(pool, &p, &lock);
-        if (r == -ENXIO)
+        if (r == -ENXIO || r == -ENOMEDIUM)
                 return EXIT_TRY_AGAIN;
         if (r < 0) {
                 log_error_errno(r, "cannot boot snapshot '%s': cannot open the pool: %m", name);

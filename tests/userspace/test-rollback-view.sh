@@ -49,8 +49,20 @@ step "an unknown snapshot cannot be booted"
 reboot_volumes
 view_refused nosuch "the pool has no such snapshot"
 
-step "booting snapshot up: the volume armed, no trial counted, root is the view"
+step "before LVM activates the pool's LV, the view waits (exit 75: the hook tries again)"
 reboot_volumes
+must lvm lvchange -q -an vg0/pool
+for recorded in yes no; do
+        # An image made elsewhere may have no pool recorded: then no pool is found yet.
+        [ $recorded = no ] && mv /etc/rollback/pool-uuid /tmp/pool-uuid
+        rollback-boot --view up > /tmp/boot.log 2>&1
+        rc=$?
+        [ $recorded = no ] && mv /tmp/pool-uuid /etc/rollback/pool-uuid
+        [ $rc = 75 ] || fail "rollback-boot --view up without the pool (recorded: $recorded) exited $rc, not 75: $(cat /tmp/boot.log)"
+done
+must lvm lvchange -q -ay vg0/pool
+
+step "booting snapshot up: the volume armed, no trial counted, root is the view"
 # The RAM disk for the view's writes, as modprobe would load it (the guest has no modprobe).
 [ -e /sys/module/brd ] || must insmod /lib/modules/brd.ko rd_nr=1 rd_size=65536 max_part=0
 rollback-boot --view up > /tmp/boot.log 2>&1

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <systemd/sd-bus.h>
 #include <time.h>
 #include <unistd.h>
@@ -1113,21 +1114,25 @@ static bool grub_has_entry(const char *name) {
                file_has_line(RB_BOOT_MENU, (const char *const[]) { "menuentry ", id, NULL });
 }
 
-/* As grub-reboot and 00_header judge it: GRUB writes no environment block on LVM or RAID (diskfilter). */
+/*
+ * GRUB writes its environment block only on a plain disk or partition: not
+ * on LVM, RAID or anything else of device-mapper's.  Asked of sysfs, as
+ * grub-probe --target=abstraction (what grub-reboot asks) says nothing of
+ * an LV whose table rollback has made an origin.
+ */
 static bool grub_can_save_env(void) {
-        _cleanup_free_ char *line = NULL;
-        size_t size = 0;
-        bool can = true;
-        FILE *f;
+        struct stat st;
+        char path[96];
 
-        f = popen("grub-probe --target=abstraction " GRUB_DIR " 2>/dev/null", "re");
-        if (!f)
+        if (stat(GRUB_DIR, &st) < 0)
                 return true;
-        while (getline(&line, &size, f) > 0)
-                if (strstr(line, "lvm") || strstr(line, "diskfilter"))
-                        can = false;
-        (void) pclose(f);
-        return can;
+        /* A partition's own directory has no md/, its disk's has: "/.." from the partition is that disk. */
+        for (const char *const *kind = (const char *const[]) { "dm", "md", "../md", NULL }; *kind; kind++) {
+                snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/%s", major(st.st_dev), minor(st.st_dev), *kind);
+                if (access(path, F_OK) == 0)
+                        return false;
+        }
+        return true;
 }
 
 /* boot NAME: the next boot, and only it, runs snapshot NAME from its GRUB entry (grub-reboot). */

@@ -114,9 +114,17 @@ grep -q "^menuentry 'up, Linux 6.1.0-50-amd64' --id 'rollback-up' {" /boot/rollb
         grep -q "^	linux \$rollback_boot/rollback/up/vmlinuz root=/dev/mapper/rollback-up-view ro rd.rollback.boot=up \$rollback_cmdline$" \
                 /boot/rollback/.grub.cfg || fail "GRUB's menu of snapshots: $(cat /boot/rollback/.grub.cfg)"
 grep -q "rollback-gone" /boot/rollback/.grub.cfg && fail "GRUB's menu still offers a snapshot not in the pool"
+# GRUB cannot clear a one-time entry in an environment block on device-mapper.
+mkdir -p /boot/grub
+must mount -o ro,noload /dev/mapper/rollback-up /boot/grub
+expect_rc 1 $ctl boot up
+grep -q "on LVM or RAID" /tmp/err || fail "boot with GRUB's directory on device-mapper: $(cat /tmp/err)"
+must umount /boot/grub
 
 step "a pending revert is left to a normal boot"
 must $ctl revert up
+expect_rc 4 $ctl boot up
+grep -q "is to be reverted to up" /tmp/err || fail "boot with a revert pending: $(cat /tmp/err)"
 reboot_volumes
 view_refused up "vg0-root is to be reverted to 'up'; boot GRUB's default entry"
 

@@ -75,14 +75,16 @@ int boot_copy_put_back(const struct snapshot *s, uint64_t *ret_bytes);
 int boot_copy_put_back_replaced(const char *volume, const char *digest);
 
 /*
- * The entry of snapshot s in GRUB's "Rollback snapshots" menu: when volume
+ * The entry of the snapshot name about to be taken (taken before it, so
+ * that its files are written while the older snapshots alone see them) in
+ * GRUB's "Rollback snapshots" menu: when volume
  * is root, the running kernel is hard-linked into /boot/rollback/NAME
  * (dpkg replaces a kernel by renaming, so the link keeps it) and its
  * initramfs copied there (dracut rewrites one in place), beside its
  * release and the entry's title (1); 0 when volume is not root or the
  * running kernel's files are not in /boot.
  */
-int boot_entry_keep(const char *volume, const struct snapshot *s);
+int boot_entry_keep(const char *volume, const char *name, const char *description);
 /* The snapshot's entry goes (its kernel files, once nothing else links them). */
 void boot_entry_forget(const char *name);
 /* A snapshot left the pool (deleted, merged): its entry goes, and GRUB's menu is made again. */

@@ -395,15 +395,15 @@ static int entry_link(const char *from, const char *name, const char *file) {
 }
 
 /* The entry's title in GRUB's menu: name, date, kernel and description, on one line. */
-static int entry_title(const struct snapshot *s, const char *release, char **ret) {
-        time_t t = s->created_usec / 1000000;
+static int entry_title(const char *name, const char *description, const char *release, char **ret) {
+        time_t t = time(NULL);
         char created[32];
         struct tm tm;
 
         localtime_r(&t, &tm);
         strftime(created, sizeof(created), "%Y-%m-%d %H:%M", &tm);
-        if (asprintf(ret, "%s, %s, Linux %s%s%s\n", s->name, created, release, s->description ? ": " : "",
-                     s->description ?: "") < 0)
+        if (asprintf(ret, "%s, %s, Linux %s%s%s\n", name, created, release, description ? ": " : "",
+                     description ?: "") < 0)
                 return -ENOMEM;
         for (char *c = *ret; *c && c[1]; c++)
                 if (*c == '\n' || *c == '\t')
@@ -411,7 +411,7 @@ static int entry_title(const struct snapshot *s, const char *release, char **ret
         return 0;
 }
 
-int boot_entry_keep(const char *volume, const struct snapshot *s) {
+int boot_entry_keep(const char *volume, const char *name, const char *description) {
         _cleanup_free_ char *mnt = NULL, *boot = NULL, *kernel = NULL, *initrd = NULL, *dir = NULL,
                             *release = NULL, *title = NULL, *title_path = NULL, *initrd_copy = NULL;
         struct utsname u;
@@ -427,24 +427,24 @@ int boot_entry_keep(const char *volume, const struct snapshot *s) {
                 return -ENOMEM;
         if (access(kernel, R_OK) < 0 || access(initrd, R_OK) < 0)
                 return 0;
-        boot_entry_forget(s->name);
+        boot_entry_forget(name);
         if (mkdir(ENTRIES_PATH, 0755) < 0 && errno != EEXIST)
                 return -errno;
-        r = entry_path(s->name, NULL, &dir);
+        r = entry_path(name, NULL, &dir);
         if (r < 0)
                 return r;
         if (mkdir(dir, 0755) < 0)
                 return -errno;
-        r = entry_link(kernel, s->name, "vmlinuz");
-        if (r >= 0 && (r = entry_path(s->name, "initrd.img", &initrd_copy)) >= 0)
+        r = entry_link(kernel, name, "vmlinuz");
+        if (r >= 0 && (r = entry_path(name, "initrd.img", &initrd_copy)) >= 0)
                 r = boot_file_copy(initrd, initrd_copy);
-        if (r >= 0 && (r = entry_path(s->name, "release", &release)) >= 0)
+        if (r >= 0 && (r = entry_path(name, "release", &release)) >= 0)
                 r = boot_write_text(release, u.release, strlen(u.release));
         /* Last: /etc/grub.d/42_rollback offers a directory with a title, so a half-made one is never offered. */
-        if (r >= 0 && (r = entry_title(s, u.release, &title)) >= 0 && (r = entry_path(s->name, "title", &title_path)) >= 0)
+        if (r >= 0 && (r = entry_title(name, description, u.release, &title)) >= 0 && (r = entry_path(name, "title", &title_path)) >= 0)
                 r = boot_write_text(title_path, title, strlen(title));
         if (r < 0) {
-                boot_entry_forget(s->name);
+                boot_entry_forget(name);
                 return r;
         }
         return 1;

@@ -238,7 +238,7 @@ static void create_forget(struct pool *p, const char *volume, const struct creat
 /* Steps and crash points: docs/states.md, "create". */
 int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_create *c, char **ret_name) {
         _cleanup_(create_target_done) struct create_target t = {};
-        _cleanup_free_ char *name = NULL, *boot_digest = NULL;
+        _cleanup_free_ char *name = NULL, *boot_digest = NULL, *entry = NULL;
         struct snapshot *s = NULL;
         int r;
 
@@ -252,11 +252,21 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
         /* Taken into the volume before the snapshot, which then holds it. */
         if (r >= 0)
                 r = boot_copy_take(volume, &boot_digest);
+        /*
+         * The GRUB entry's files too, a convenience, so not having one fails
+         * nothing: where /boot is on the volume, the new snapshot's first
+         * small COW would otherwise take a copy of the initramfs while the
+         * daemon that grows it is busy right here.
+         */
+        if (r >= 0 && boot_entry_keep(volume, name, c->description) > 0)
+                entry = strdup(name);
         if (r >= 0)
                 r = create_record(p, volume, c, TAKE_PTR(name), &t, &s);
         if (r < 0) {
                 /* Nothing committed: drop what was added in memory. */
                 (void) rb_pool_reload(p);
+                if (entry)
+                        boot_entry_forget(entry);
                 return r;
         }
         rb_crash_point("create-recorded");
@@ -265,6 +275,8 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
         if (r < 0) {
                 create_take_down(volume, &t, s, false);
                 create_forget(p, volume, &t, s);
+                if (entry)
+                        boot_entry_forget(entry);
                 return r;
         }
         rb_crash_point("create-live");
@@ -282,10 +294,11 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
                 /* Live, but not recorded: take it all down again. */
                 create_take_down(volume, &t, s, true);
                 create_forget(p, volume, &t, s);
+                if (entry)
+                        boot_entry_forget(entry);
                 return r;
         }
-        /* A GRUB entry that boots it without merging: a convenience, so not having one fails nothing. */
-        if (boot_entry_keep(volume, s) > 0)
+        if (entry)
                 (void) rb_boot_menu_update();
         if (ret_name) {
                 *ret_name = strdup(s->name);

@@ -170,7 +170,7 @@ static int cmp_names(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-static void names_free(char **names, size_t n) {
+void boot_names_free(char **names, size_t n) {
         for (size_t i = 0; i < n; i++)
                 free(names[i]);
         free(names);
@@ -182,7 +182,7 @@ static bool is_staged(const char *name) {
 }
 
 /* The names in dirfd, sorted; our temporary files only if asked for. */
-static int list_dir(int dirfd, bool with_staged, char ***ret, size_t *ret_n) {
+int boot_list_dir(int dirfd, bool with_staged, char ***ret, size_t *ret_n) {
         _cleanup_closedir_ DIR *d = NULL;
         char **names = NULL;
         size_t n = 0;
@@ -204,19 +204,19 @@ static int list_dir(int dirfd, bool with_staged, char ***ret, size_t *ret_n) {
                         continue;
                 grown = realloc(names, (n + 1) * sizeof(*names));
                 if (!grown) {
-                        names_free(names, n);
+                        boot_names_free(names, n);
                         return -ENOMEM;
                 }
                 names = grown;
                 names[n] = strdup(de->d_name);
                 if (!names[n]) {
-                        names_free(names, n);
+                        boot_names_free(names, n);
                         return -ENOMEM;
                 }
                 n++;
         }
         if (errno) {
-                names_free(names, n);
+                boot_names_free(names, n);
                 return -errno;
         }
         if (n > 0)
@@ -250,12 +250,12 @@ static int remove_tree_at(int dirfd, const char *name) {
 
         if (fd < 0)
                 return -errno;
-        r = list_dir(fd, true, &names, &n);
+        r = boot_list_dir(fd, true, &names, &n);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n && r >= 0; i++)
                 r = remove_at(fd, names[i]);
-        names_free(names, n);
+        boot_names_free(names, n);
         if (r < 0)
                 return r;
         return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
@@ -456,7 +456,7 @@ static int save_dir(struct save *sv, int src, int dst, const char *prefix) {
         size_t n = 0, n_old = 0;
         int r;
 
-        r = list_dir(src, false, &names, &n);
+        r = boot_list_dir(src, false, &names, &n);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n && r >= 0; i++) {
@@ -468,12 +468,12 @@ static int save_dir(struct save *sv, int src, int dst, const char *prefix) {
         }
         /* What the copy holds beyond the source goes, a cut-off save's temporary file too. */
         if (r >= 0)
-                r = list_dir(dst, true, &old, &n_old);
+                r = boot_list_dir(dst, true, &old, &n_old);
         for (size_t i = 0; i < n_old && r >= 0; i++)
                 if (!bsearch(&old[i], names, n, sizeof(*names), cmp_names))
                         r = remove_at(dst, old[i]);
-        names_free(names, n);
-        names_free(old, n_old);
+        boot_names_free(names, n);
+        boot_names_free(old, n_old);
         return r;
 }
 
@@ -868,7 +868,7 @@ static int remove_extra(int dir, dev_t dev, const char *prefix, struct entry **i
         size_t k;
         int r;
 
-        r = list_dir(dir, false, &names, &k);
+        r = boot_list_dir(dir, false, &names, &k);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < k && r >= 0; i++) {
@@ -892,7 +892,7 @@ static int remove_extra(int dir, dev_t dev, const char *prefix, struct entry **i
                         r = sub < 0 ? -errno : remove_extra(sub, dev, path, index, n);
                 }
         }
-        names_free(names, k);
+        boot_names_free(names, k);
         return r;
 }
 
@@ -905,7 +905,7 @@ static int remove_staged_leftovers(int dir, dev_t dev) {
         size_t n;
         int r;
 
-        r = list_dir(dir, true, &names, &n);
+        r = boot_list_dir(dir, true, &names, &n);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n && r >= 0; i++) {
@@ -921,7 +921,7 @@ static int remove_staged_leftovers(int dir, dev_t dev) {
                 sub = openat(dir, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 r = sub < 0 ? -errno : remove_staged_leftovers(sub, dev);
         }
-        names_free(names, n);
+        boot_names_free(names, n);
         return r;
 }
 

@@ -31,6 +31,10 @@ int rb_boot_copy_save(const char *boot, const char *copy, const char *manifest,
 int rb_boot_copy_restore(const char *copy, const char *manifest, const char *digest, const char *boot,
                          uint64_t *ret_bytes);
 
+/* The names in dirfd but "." and "..", sorted; rollback's temporary files (.rollback-boot.*) only if asked for. */
+int boot_list_dir(int dirfd, bool with_staged, char ***ret, size_t *ret_n);
+void boot_names_free(char **names, size_t n);
+
 /* Copies the file from to the new file to (synced); to is removed again when that fails. */
 int boot_file_copy(const char *from, const char *to);
 

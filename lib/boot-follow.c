@@ -9,6 +9,7 @@
 #include <blkid.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 
 #include "boot-copy.h"
 #include "dm.h"
+#include "fileio.h"
 #include "initramfs.h"
 #include "macro.h"
 #include "rollback.h"
@@ -334,10 +336,6 @@ int boot_copy_put_back_replaced(const char *volume, const char *digest) {
 
 /* ---- the snapshots' GRUB entries: /boot/rollback/NAME ---- */
 
-static int cmp_strings(const void *a, const void *b) {
-        return strcmp(*(char *const *) a, *(char *const *) b);
-}
-
 #define ENTRIES_PATH "/boot/" RB_BOOT_ENTRIES_DIR
 static const char *const entry_files[] = { "vmlinuz", "initrd.img", "release", "title" };
 
@@ -366,18 +364,11 @@ void boot_entry_drop(const char *name) {
 bool boot_entry_exists(const char *name, char **ret_release) {
         _cleanup_free_ char *kernel = NULL, *initrd = NULL, *release = NULL;
         char line[256] = "";
-        FILE *f;
 
         if (entry_path(name, "vmlinuz", &kernel) < 0 || entry_path(name, "initrd.img", &initrd) < 0 ||
             entry_path(name, "release", &release) < 0 || access(kernel, R_OK) < 0 || access(initrd, R_OK) < 0)
                 return false;
-        f = fopen(release, "re");
-        if (f) {
-                if (!fgets(line, sizeof(line), f))
-                        line[0] = 0;
-                fclose(f);
-        }
-        line[strcspn(line, "\n")] = 0;
+        (void) read_first_line(release, line, sizeof(line));
         if (ret_release)
                 *ret_release = strdup(line);
         return true;
@@ -452,54 +443,44 @@ int boot_entry_keep(const char *volume, const char *name, const char *descriptio
 
 /* The names of the entries in /boot/rollback, sorted: directories with a title, a kernel and an initramfs. */
 static int list_entries(char ***ret, size_t *ret_n) {
-        _cleanup_closedir_ DIR *d = opendir(ENTRIES_PATH);
-        struct dirent *de;
-        char **names = NULL;
-        size_t n = 0;
+        _cleanup_close_ int fd = open(ENTRIES_PATH, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        size_t n = 0, kept = 0;
+        char **names;
+        int r;
 
         *ret = NULL;
         *ret_n = 0;
-        if (!d)
+        if (fd < 0)
                 return errno == ENOENT ? 0 : -errno;
-        while ((de = readdir(d))) {
+        r = boot_list_dir(fd, false, &names, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *title = NULL;
-                char **grown;
 
-                /* No snapshot's name starts with '.': the menu and temporary files do. */
-                if (de->d_name[0] == '.')
-                        continue;
-                if (entry_path(de->d_name, "title", &title) < 0 || access(title, R_OK) < 0 ||
-                    !boot_entry_exists(de->d_name, NULL))
-                        continue;
-                grown = realloc(names, (n + 1) * sizeof(*names));
-                if (!grown)
-                        break;
-                names = grown;
-                names[n] = strdup(de->d_name);
-                if (names[n])
-                        n++;
+                /* No snapshot's name starts with '.': the menu and its temporary file do. */
+                if (names[i][0] != '.' && entry_path(names[i], "title", &title) >= 0 && access(title, R_OK) == 0 &&
+                    boot_entry_exists(names[i], NULL))
+                        names[kept++] = names[i];
+                else
+                        free(names[i]);
         }
-        qsort(names, n, sizeof(*names), cmp_strings);
         *ret = names;
-        *ret_n = n;
+        *ret_n = kept;
         return 0;
 }
 
 /* One entry: GRUB's submenu set rollback_boot (/boot's path on its filesystem) and rollback_cmdline. */
 static int menu_entry(FILE *f, const char *name) {
         _cleanup_free_ char *path = NULL;
-        char title[512] = "";
-        FILE *t;
+        char title[512];
+        int r;
 
         if (entry_path(name, "title", &path) < 0)
                 return -ENOMEM;
-        t = fopen(path, "re");
-        if (!t)
-                return -errno;
-        if (!fgets(title, sizeof(title), t))
-                title[0] = 0;
-        fclose(t);
-        title[strcspn(title, "\n")] = 0;
+        r = read_first_line(path, title, sizeof(title));
+        if (r < 0)
+                return r;
         fputs("menuentry '", f);
         /* In GRUB's single quotes a quote is closed, escaped and opened again. */
         for (const char *c = title; *c; c++)
@@ -545,9 +526,7 @@ int rb_boot_menu_update(void) {
         if (r >= 0)
                 r = boot_write_text(RB_BOOT_MENU, text, len);
 free_names:
-        for (size_t i = 0; i < n; i++)
-                free(names[i]);
-        free(names);
+        boot_names_free(names, n);
         return r < 0 ? r : 1;
 }
 

@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 
 #include "dm.h"
+#include "fileio.h"
 #include "macro.h"
 
 static void dm_task_destroyp(struct dm_task **t) {
@@ -403,17 +404,9 @@ int rbdm_table_target(const char *table, char ret[32]) {
 
 int rbdm_sysfs(const char *kname, const char *attr, char *buf, size_t size) {
         char path[PATH_MAX];
-        FILE *f;
 
         snprintf(path, sizeof(path), "/sys/class/block/%s/dm/%s", kname, attr);
-        f = fopen(path, "re");
-        if (!f)
-                return -errno;
-        if (!fgets(buf, size, f))
-                buf[0] = 0;
-        fclose(f);
-        buf[strcspn(buf, "\n")] = 0;
-        return 0;
+        return read_first_line(path, buf, size);
 }
 
 static bool blocks_reads(const char *kname, unsigned depth) {

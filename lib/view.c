@@ -18,6 +18,7 @@
 
 #include "boot-copy.h"
 #include "dm.h"
+#include "fileio.h"
 #include "macro.h"
 #include "rollback.h"
 #include "stack.h"
@@ -33,20 +34,6 @@ static int dir_is_empty(const char *path) {
                 if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
                         return 0;
         return 1;
-}
-
-static int read_line(const char *path, char *buf, size_t size) {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ssize_t n;
-
-        if (fd < 0)
-                return -errno;
-        n = read(fd, buf, size - 1);
-        if (n < 0)
-                return -errno;
-        buf[n] = 0;
-        buf[strcspn(buf, "\n")] = 0;
-        return 0;
 }
 
 /*
@@ -71,7 +58,7 @@ static int ramdisk_add(uint64_t kib, char ret[32]) {
         r = dir_is_empty("/sys/block/ram0/holders");
         if (r <= 0)
                 return r < 0 ? r : -EBUSY;
-        return read_line("/sys/block/ram0/dev", ret, 32);
+        return read_first_line("/sys/block/ram0/dev", ret, 32);
 }
 
 int rb_view_create(struct pool *p, const char *name) {

@@ -26,7 +26,8 @@ step() {
 
 # The hung-task detector logs the blocked tasks' stacks at KERN_INFO, which
 # loglevel=5 keeps off the console: once it reports, this prints them from
-# the kernel log, with every blocked task's (sysrq w).  Not a child of the
+# the kernel log, with every blocked task's (sysrq w), and what each disk
+# has in flight and which dm device is suspended.  Not a child of the
 # test's shell, which may wait for all of its own.
 ( (
         while sleep 10; do
@@ -34,6 +35,10 @@ step() {
                 echo w > /proc/sysrq-trigger 2> /dev/null
                 sleep 2
                 dmesg | sed -n '/blocked for more than/,$p' | sed 's/^/hung: /'
+                # Where the I/O waits: requests a disk holds (read, write) and
+                # a dm device left suspended, neither of which a stack shows.
+                grep -H . /sys/block/*/inflight 2> /dev/null | sed 's/^/hung: inflight /'
+                dmsetup info -c --noheadings -o name,suspended 2> /dev/null | sed 's/^/hung: dm /'
                 exit 0
         done
 ) & )

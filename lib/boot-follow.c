@@ -337,7 +337,7 @@ int boot_copy_put_back_replaced(const char *volume, const char *digest) {
 /* ---- the snapshots' GRUB entries: /boot/rollback/NAME ---- */
 
 #define ENTRIES_PATH "/boot/" RB_BOOT_ENTRIES_DIR
-static const char *const entry_files[] = { "vmlinuz", "initrd.img", "release", "title" };
+static const char *const entry_files[] = { "vmlinuz", "initrd.img", "release", "pool", "title" };
 
 static int entry_path(const char *name, const char *file, char **ret) {
         return asprintf(ret, ENTRIES_PATH "/%s%s%s", name, file ? "/" : "", file ?: "") < 0 ? -ENOMEM : 0;
@@ -402,9 +402,10 @@ static int entry_title(const char *name, const char *description, const char *re
         return 0;
 }
 
-int boot_entry_keep(const char *volume, const char *name, const char *description) {
+int boot_entry_keep(const char *volume, const char *name, const char *description, const char *pool_uuid) {
         _cleanup_free_ char *mnt = NULL, *boot = NULL, *kernel = NULL, *initrd = NULL, *dir = NULL,
-                            *release = NULL, *title = NULL, *title_path = NULL, *initrd_copy = NULL;
+                            *release = NULL, *title = NULL, *title_path = NULL, *initrd_copy = NULL,
+                            *pool = NULL;
         struct utsname u;
         int r;
 
@@ -431,6 +432,8 @@ int boot_entry_keep(const char *volume, const char *name, const char *descriptio
                 r = boot_file_copy(initrd, initrd_copy);
         if (r >= 0 && (r = entry_path(name, "release", &release)) >= 0)
                 r = boot_write_text(release, u.release, strlen(u.release));
+        if (r >= 0 && (r = entry_path(name, "pool", &pool)) >= 0)
+                r = boot_write_text(pool, pool_uuid, strlen(pool_uuid));
         /* Last: /etc/grub.d/42_rollback offers a directory with a title, so a half-made one is never offered. */
         if (r >= 0 && (r = entry_title(name, description, u.release, &title)) >= 0 && (r = entry_path(name, "title", &title_path)) >= 0)
                 r = boot_write_text(title_path, title, strlen(title));
@@ -530,17 +533,30 @@ free_names:
         return r < 0 ? r : 1;
 }
 
+/* Whether the entry name belongs to the pool of pool_uuid: it names it, or no pool at all. */
+static bool entry_of_pool(const char *name, const char *pool_uuid) {
+        _cleanup_free_ char *path = NULL;
+        char line[POOL_UUID_STRING_MAX] = "";
+
+        if (entry_path(name, "pool", &path) < 0 || read_first_line(path, line, sizeof(line)) < 0)
+                return true;
+        return strcmp(line, pool_uuid) == 0;
+}
+
 unsigned boot_entries_prune(struct pool *p) {
         _cleanup_closedir_ DIR *d = opendir(ENTRIES_PATH);
+        char uuid[POOL_UUID_STRING_MAX];
         struct dirent *de;
         unsigned n = 0;
 
         if (!d)
                 return 0;
+        pool_uuid_to_string(p->geo.uuid, uuid);
         while ((de = readdir(d))) {
                 const struct snapshot *s;
 
-                if (de->d_name[0] == '.')
+                /* Another pool's snapshots are not this one's to judge. */
+                if (de->d_name[0] == '.' || !entry_of_pool(de->d_name, uuid))
                         continue;
                 s = pool_find_snapshot(p, de->d_name);
                 if (s && s->state == SNAPSHOT_ACTIVE)

@@ -98,17 +98,21 @@ snapshot_matches /dev/mapper/vg0-root /tmp/sums-post || fail "the volume lost th
 
 step "the snapshot's GRUB entry: in list, gone once its snapshot is"
 # As a snapshot of root makes them (the guest's root is no volume).
-for d in up gone; do
+for d in up gone alien; do
         mkdir -p /boot/rollback/$d
         : > /boot/rollback/$d/vmlinuz
         : > /boot/rollback/$d/initrd.img
         echo 6.1.0-50-amd64 > /boot/rollback/$d/release
         echo "$d, Linux 6.1.0-50-amd64" > /boot/rollback/$d/title
 done
+# alien is a snapshot of another pool: this one's refresh leaves it alone.
+echo 0d1c2b3a-0000-4000-8000-000000000000 > /boot/rollback/alien/pool
 $ctl --json list > /tmp/list.json || fail "list"
 grep -q '"boot_entry_kernel": "6.1.0-50-amd64"' /tmp/list.json || fail "list does not show up's entry: $(cat /tmp/list.json)"
 [ -e /boot/rollback/up/title ] || fail "the entry of an active snapshot went"
 [ -e /boot/rollback/gone ] && fail "the entry of a snapshot not in the pool was kept"
+[ -e /boot/rollback/alien/title ] || fail "the entry of another pool's snapshot went"
+rm -r /boot/rollback/alien
 # GRUB's submenu sources this menu: up's entry boots its view with its kernel.
 grep -q "^menuentry 'up, Linux 6.1.0-50-amd64' --id 'rollback-up' {" /boot/rollback/.grub.cfg &&
         grep -q "^	linux \$rollback_boot/rollback/up/vmlinuz root=/dev/mapper/rollback-up-view ro rd.rollback.boot=up \$rollback_cmdline$" \

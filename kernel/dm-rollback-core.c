@@ -37,12 +37,15 @@ static LIST_HEAD(dmrb_origins);
 struct kmem_cache *dmrb_exception_cache;
 static struct kmem_cache *dmrb_pending_cache;
 struct workqueue_struct *dmrb_wq;
+/* Commits wait only for I/O, never for another work: a queue of their own. */
+static struct workqueue_struct *dmrb_commit_wq;
 
 /* Origin writes to send again once their copies are committed. */
 static DEFINE_SPINLOCK(retry_lock);
 static struct bio_list retry_bios = BIO_EMPTY_LIST;
 static void retry_work_fn(struct work_struct *work);
 static DECLARE_WORK(retry_work, retry_work_fn);
+static void commit_work_fn(struct work_struct *work);
 
 /*
  * For the tests: pending exceptions come only from the pools' reserves,
@@ -289,7 +292,9 @@ int dmrb_register_snapshot(struct dmrb_snapshot *s)
 		}
 		fresh->dev = s->origin_dev->bdev->bd_dev;
 		INIT_LIST_HEAD(&fresh->snapshots);
-		mutex_init(&fresh->commit_lock);
+		spin_lock_init(&fresh->commit_lock);
+		INIT_LIST_HEAD(&fresh->commit_snapshots);
+		INIT_WORK(&fresh->commit_work, commit_work_fn);
 		list_add_tail(&fresh->list, &dmrb_origins);
 		o = fresh;
 		fresh = NULL;
@@ -504,6 +509,7 @@ int dmrb_snapshot_init(struct dmrb_snapshot *s)
 	bio_list_init(&s->invalidate_bios);
 	INIT_LIST_HEAD(&s->commit_queue);
 	atomic_set(&s->pending_count, 0);
+	INIT_LIST_HEAD(&s->commit_node);
 	INIT_WORK(&s->invalidate_work, invalidate_work_fn);
 	bio_list_init(&s->nospace_bios);
 	INIT_DELAYED_WORK(&s->nospace_work, nospace_work_fn);
@@ -558,7 +564,9 @@ void dmrb_unregister_snapshot(struct dmrb_snapshot *s)
 	flush_work(&s->invalidate_work);
 	flush_work(&s->event_work);
 	if (o) {
+		/* No copy ends after this, so no commit_work is queued after the flush. */
 		dm_kcopyd_client_destroy(o->kc);
+		flush_work(&o->commit_work);
 		kfree(o);
 	}
 }
@@ -682,68 +690,86 @@ static void release_pending(struct dmrb_snapshot *s, unsigned int n)
 		wake_up_var(&s->pending_count);
 }
 
-/* One snapshot's part of a group commit. */
-struct dmrb_commit_ctx {
-	struct dmrb_snapshot *snap;
-	struct list_head done;		/* dmrb_pending, allocation order */
-	struct completion written;
-	unsigned long write_error;
-	bool writing;
-	unsigned int committed;		/* for release_pending() */
-};
-
 static void commit_begin(struct dmrb_snapshot *s, struct dmrb_commit_ctx *c);
 static void commit_write(struct dmrb_commit_ctx *c, bool data_flush);
 static void commit_wait(struct dmrb_commit_ctx *c);
 static void commit_end(struct dmrb_commit_ctx *c, struct bio_list *origin_bios);
 
 /*
- * Group commit: every snapshot of the copy stages its metadata, then all
- * of them flush their COW together and all write their metadata together,
- * so that snapshots whose COWs share a disk share its flushes.
+ * Marks the copy done and hands its snapshots to the origin's commit_work.
+ * Each snapshot is queued under its lock, where the copy is marked: a
+ * commit that took it off the queue before sees the copy when it takes
+ * the lock.  A reference keeps it until its lock is dropped here.
  */
 static void copy_done(int read_err, unsigned long write_err, void *context)
 {
-	struct dmrb_commit_ctx ctx[DM_KCOPYD_MAX_REGIONS];
 	struct dmrb_pending *pe = context;
 	struct dmrb_origin *o = pe->snap->origin;
-	struct bio_list origin_bios;
-	unsigned int i, n = 0;
+	unsigned int n = 0;
 
 	while (pe) {
 		/* pe may be freed as soon as it is committed. */
 		struct dmrb_pending *next = pe->next_copy;
 		struct dmrb_snapshot *s = pe->snap;
 
+		atomic_inc(&s->pending_count);
 		mutex_lock(&s->lock);
 		if (read_err || (write_err & BIT(n)))
 			pe->error = -EIO;
 		pe->copied = true;
+		spin_lock(&o->commit_lock);
+		if (list_empty(&s->commit_node))
+			list_add_tail(&s->commit_node, &o->commit_snapshots);
+		spin_unlock(&o->commit_lock);
 		mutex_unlock(&s->lock);
-		ctx[n++].snap = s;
+		release_pending(s, 1);
 		pe = next;
+		n++;
 	}
+	queue_work(dmrb_commit_wq, &o->commit_work);
+	copy_ended(o);
+}
 
-	/* Freed with the last snapshot: unlocked before any is released. */
-	mutex_lock(&o->commit_lock);
-	for (i = 0; i < n; i++)
-		commit_begin(ctx[i].snap, &ctx[i]);
-	for (i = 0; i < n; i++)
-		commit_write(&ctx[i], true);
-	for (i = 0; i < n; i++)
-		commit_wait(&ctx[i]);
-	for (i = 0; i < n; i++)
-		commit_write(&ctx[i], false);
+/*
+ * Group commit of every copy done so far: each snapshot stages its
+ * metadata, then all of them flush their COW together and all write their
+ * metadata together, so that snapshots whose COWs share a disk share its
+ * flushes, and a copy that ends meanwhile is in the next group.
+ */
+static void commit_work_fn(struct work_struct *work)
+{
+	struct dmrb_origin *o = container_of(work, struct dmrb_origin, commit_work);
+	struct dmrb_snapshot *s, *tmp;
+	struct bio_list origin_bios;
+	LIST_HEAD(group);
+
+	spin_lock(&o->commit_lock);
+	list_for_each_entry_safe(s, tmp, &o->commit_snapshots, commit_node) {
+		list_del_init(&s->commit_node);
+		list_add_tail(&s->commit_group, &group);
+	}
+	spin_unlock(&o->commit_lock);
+
+	list_for_each_entry(s, &group, commit_group)
+		commit_begin(s, &s->commit_ctx);
+	list_for_each_entry(s, &group, commit_group)
+		commit_write(&s->commit_ctx, true);
+	list_for_each_entry(s, &group, commit_group)
+		commit_wait(&s->commit_ctx);
+	list_for_each_entry(s, &group, commit_group)
+		commit_write(&s->commit_ctx, false);
 	bio_list_init(&origin_bios);
-	for (i = 0; i < n; i++)
-		commit_end(&ctx[i], &origin_bios);
-	mutex_unlock(&o->commit_lock);
-	for (i = 0; i < n; i++)
-		release_pending(ctx[i].snap, ctx[i].committed);
+	list_for_each_entry(s, &group, commit_group)
+		commit_end(&s->commit_ctx, &origin_bios);
+	/* s may be freed once released. */
+	list_for_each_entry_safe(s, tmp, &group, commit_group) {
+		list_del(&s->commit_group);
+		release_pending(s, s->commit_ctx.committed);
+	}
 
 	/*
 	 * Not from here: a retried write may wait for a reserve that only
-	 * copies finishing on this kcopyd thread fill.
+	 * this work's commits fill.
 	 */
 	if (!bio_list_empty(&origin_bios)) {
 		spin_lock(&retry_lock);
@@ -751,7 +777,6 @@ static void copy_done(int read_err, unsigned long write_err, void *context)
 		spin_unlock(&retry_lock);
 		queue_work(dmrb_wq, &retry_work);
 	}
-	copy_ended(o);
 }
 
 /*
@@ -1006,7 +1031,7 @@ static void commit_begin(struct dmrb_snapshot *s, struct dmrb_commit_ctx *c)
 	valid = s->valid;
 	mutex_unlock(&s->lock);
 
-	/* May write a full area: under the origin's commit_lock, not s->lock. */
+	/* May write a full area: in the origin's commit_work, not under s->lock. */
 	if (valid && !list_empty(&batch))
 		r = s->store.ops->stage(&s->store, &batch);
 	if (r < 0) {
@@ -1045,7 +1070,7 @@ static void commit_wait(struct dmrb_commit_ctx *c)
 /*
  * Waits for the metadata, then lets the snapshot writes that waited for it
  * go; the origin writes are added to origin_bios, for the caller to send
- * again once the commit_lock is dropped.
+ * again from another work.
  */
 static void commit_end(struct dmrb_commit_ctx *c, struct bio_list *origin_bios)
 {
@@ -1106,6 +1131,9 @@ static int __init dm_rollback_init(void)
 	dmrb_wq = alloc_workqueue("dm-rollback", WQ_MEM_RECLAIM, 0);
 	if (!dmrb_wq)
 		goto bad_wq;
+	dmrb_commit_wq = alloc_workqueue("dm-rollback-commit", WQ_MEM_RECLAIM, 0);
+	if (!dmrb_commit_wq)
+		goto bad_commit_wq;
 
 	r = dm_register_target(&dmrb_origin_target);
 	if (r)
@@ -1123,6 +1151,8 @@ bad_merge_target:
 bad_snapshot_target:
 	dm_unregister_target(&dmrb_origin_target);
 bad_origin_target:
+	destroy_workqueue(dmrb_commit_wq);
+bad_commit_wq:
 	destroy_workqueue(dmrb_wq);
 bad_wq:
 	kmem_cache_destroy(dmrb_pending_cache);
@@ -1137,6 +1167,7 @@ static void __exit dm_rollback_exit(void)
 	dm_unregister_target(&dmrb_merge_target);
 	dm_unregister_target(&dmrb_snapshot_target);
 	dm_unregister_target(&dmrb_origin_target);
+	destroy_workqueue(dmrb_commit_wq);
 	destroy_workqueue(dmrb_wq);
 	kmem_cache_destroy(dmrb_pending_cache);
 	kmem_cache_destroy(dmrb_exception_cache);

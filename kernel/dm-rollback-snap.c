@@ -644,7 +644,7 @@ static int origin_iterate_devices(struct dm_target *ti,
 
 struct target_type dmrb_origin_target = {
 	.name = "rollback-origin",
-	.version = {1, 4, 2},
+	.version = {1, 5, 0},
 	.module = THIS_MODULE,
 	.ctr = origin_ctr,
 	.dtr = origin_dtr,
@@ -663,7 +663,7 @@ static int snap_map(struct dm_target *ti, struct bio *bio)
 
 struct target_type dmrb_snapshot_target = {
 	.name = "rollback-snap",
-	.version = {1, 4, 2},
+	.version = {1, 5, 0},
 	.module = THIS_MODULE,
 	.ctr = snap_ctr,
 	.dtr = dmrb_snapshot_dtr,

@@ -138,12 +138,13 @@ struct dmrb_origin {
 	atomic_t copies;		/* in flight on kc, see copy_limit */
 	unsigned int min_chunk;		/* smallest chunk of its snapshots */
 	/*
-	 * Serialises the commits of its snapshots, each store staging one
-	 * batch at a time.  A group commit holds it once for all the
-	 * snapshots of a copy: one lock per snapshot would nest locks of a
-	 * class, in an order the chains do not promise.
+	 * Its snapshots with copies done, committed together by commit_work,
+	 * one at a time: each store stages one batch at a time, and kcopyd's
+	 * thread, which finishes every copy, never waits for a metadata write.
 	 */
-	struct mutex commit_lock;
+	spinlock_t commit_lock;
+	struct list_head commit_snapshots;	/* dmrb_snapshot.commit_node */
+	struct work_struct commit_work;
 	/*
 	 * The origin device is being suspended: no write waits for a full
 	 * COW to grow (see dmrb_new_pending()).
@@ -152,6 +153,17 @@ struct dmrb_origin {
 };
 
 struct dmrb_merge;
+struct dmrb_snapshot;
+
+/* One snapshot's part of a group commit. */
+struct dmrb_commit_ctx {
+	struct dmrb_snapshot *snap;
+	struct list_head done;		/* dmrb_pending, allocation order */
+	struct completion written;
+	unsigned long write_error;
+	bool writing;
+	unsigned int committed;		/* for release_pending() */
+};
 
 /* A rollback-snap, or the snapshot that a rollback-merge takes back. */
 struct dmrb_snapshot {
@@ -178,6 +190,11 @@ struct dmrb_snapshot {
 	u64 exception_count;		/* entries in complete */
 	struct list_head commit_queue;	/* dmrb_pending, allocation order */
 	atomic_t pending_count;		/* see release_pending() */
+	/* In origin->commit_snapshots, under its commit_lock; empty if not. */
+	struct list_head commit_node;
+	/* commit_work's only. */
+	struct list_head commit_group;
+	struct dmrb_commit_ctx commit_ctx;
 	struct work_struct invalidate_work;
 
 	/*

@@ -23,6 +23,19 @@
 /* The longest pause between two looks at the other snapshots' copies. */
 #define DMRB_MERGE_WAIT_MAX_US	20000UL
 
+/*
+ * A merge keeps at most merge_window copies in flight, and one while the
+ * device is busy (see merge_busy()): a request of its own then waits
+ * behind one copy at most, and the merge still moves on under steady load.
+ */
+static unsigned int merge_window = 16;
+module_param(merge_window, uint, 0644);
+MODULE_PARM_DESC(merge_window, "Copies of a merge in flight at once while its device is idle");
+
+static unsigned int merge_quiet_us = 2000;
+module_param(merge_quiet_us, uint, 0644);
+MODULE_PARM_DESC(merge_quiet_us, "A merge's device is busy this long after its last bio (0: never)");
+
 static bool chunk_in_batch(struct dmrb_merge *m, dmrb_chunk_t chunk)
 {
 	unsigned int i;
@@ -89,6 +102,8 @@ static int merge_map(struct dm_target *ti, struct bio *bio)
 	struct dmrb_tracked *t = dm_per_bio_data(bio, sizeof(*t));
 
 	INIT_HLIST_NODE(&t->node);
+	atomic_inc(&s->merge->foreground);
+	WRITE_ONCE(s->merge->foreground_ns, ktime_get_ns());
 	if (bio->bi_opf & REQ_PREFLUSH) {
 		/* One flush for each device that holds data of this device. */
 		bio_set_dev(bio, dm_bio_get_target_bio_nr(bio) ?
@@ -96,6 +111,16 @@ static int merge_map(struct dm_target *ti, struct bio *bio)
 		return DM_MAPIO_REMAPPED;
 	}
 	return merge_map_bio(s->merge, bio);
+}
+
+static int merge_end_io(struct dm_target *ti, struct bio *bio,
+			blk_status_t *error)
+{
+	struct dmrb_merge *m = ((struct dmrb_snapshot *)ti->private)->merge;
+
+	WRITE_ONCE(m->foreground_ns, ktime_get_ns());
+	atomic_dec(&m->foreground);
+	return dmrb_snapshot_end_io(ti, bio, error);
 }
 
 /* True once every other snapshot has its own copy of the origin range. */
@@ -124,11 +149,10 @@ static bool others_have_copied(struct dmrb_snapshot *s, sector_t sector,
 
 /*
  * Waits until every other snapshot has its own copy of chunk, taking the
- * origin registry only to look.  Holding it for the whole wait deadlocks:
- * a ctr or dtr queued for writing holds up the readers behind it, among
- * them the commit of a copy resending its origin write, and kcopyd runs
- * the commits one after another, so the copies waited for never finish.
- * A snapshot that became active meanwhile gets its copy started here.
+ * origin registry only to look.  Held for the whole wait, a ctr or dtr
+ * queued for writing would hold up every reader behind it, among them the
+ * origin writes that the copies waited for send again.  A snapshot that
+ * became active meanwhile gets its copy started here.
  */
 static void wait_for_others(struct dmrb_snapshot *s, dmrb_chunk_t chunk)
 {
@@ -158,6 +182,36 @@ static void merge_copy_done(int read_err, unsigned long write_err, void *context
 		m->copy_error = -EIO;
 	if (atomic_dec_and_test(&m->copies))
 		complete(&m->copied);
+	else
+		wake_up(&m->copy_end);
+}
+
+/*
+ * Whether the merging device has I/O of its own in flight, or had within
+ * merge_quiet_us.  In flight counts too: a request slower than that,
+ * behind the merge's own, must not look like a pause.
+ */
+static bool merge_busy(struct dmrb_merge *m, u64 now)
+{
+	s64 quiet = (s64)READ_ONCE(merge_quiet_us) * NSEC_PER_USEC;
+
+	return quiet && (atomic_read(&m->foreground) ||
+			 (s64)(now - READ_ONCE(m->foreground_ns)) < quiet);
+}
+
+/* Waits until another copy may start: see merge_window. */
+static void merge_wait_for_window(struct dmrb_merge *m)
+{
+	for (;;) {
+		unsigned int in_flight = atomic_read(&m->copies) - 1;
+		unsigned int window = merge_busy(m, ktime_get_ns()) ? 1 :
+				      max(READ_ONCE(merge_window), 1U);
+
+		if (in_flight < window)
+			return;
+		/* Looks again at least once a tick: the device may turn busy or idle. */
+		wait_event_timeout(m->copy_end, atomic_read(&m->copies) - 1 < in_flight, 1);
+	}
 }
 
 /*
@@ -195,8 +249,9 @@ static int merge_copy_batch(struct dmrb_merge *m, unsigned int n)
 		src.bdev = s->cow_dev->bdev;
 		src.sector = b[i + run - 1].new_chunk << s->store.chunk_shift;
 		src.count = dest.count;
+		merge_wait_for_window(m);
 		atomic_inc(&m->copies);
-		dm_kcopyd_copy(s->origin->kc, &src, 1, &dest, 0, merge_copy_done, m);
+		dm_kcopyd_copy(m->kc, &src, 1, &dest, 0, merge_copy_done, m);
 	}
 	merge_copy_done(0, 0, m);
 	wait_for_completion(&m->copied);
@@ -264,8 +319,15 @@ static void merge_work_fn(struct work_struct *work)
 			merge_stopped(m, DMRB_MERGE_STOPPED);
 			return;
 		}
-		/* Only this worker uses the store of a merge; map uses the table. */
-		n = s->store.ops->prepare_merge(&s->store, m->batch, DMRB_MERGE_BATCH);
+		/*
+		 * Only this worker uses the store of a merge; map uses the
+		 * table.  A write to a chunk of the batch waits for all of it:
+		 * while the device is busy, a batch is as small as the window.
+		 */
+		n = s->store.ops->prepare_merge(&s->store, m->batch,
+						merge_busy(m, start) ?
+						clamp(READ_ONCE(merge_window), 1U, DMRB_MERGE_BATCH) :
+						DMRB_MERGE_BATCH);
 		if (n <= 0) {
 			if (n < 0)
 				DMERR("%s: merge failed: cannot read COW metadata", s->cow_dev->name);
@@ -411,12 +473,19 @@ static int merge_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		return -ENOMEM;
 	}
 	init_waitqueue_head(&m->wait);
+	init_waitqueue_head(&m->copy_end);
 	INIT_WORK(&m->work, merge_work_fn);
 	bio_list_init(&m->waiting);
+	m->kc = dm_kcopyd_client_create(NULL);
+	if (IS_ERR(m->kc)) {
+		r = PTR_ERR(m->kc);
+		ti->error = "Cannot create kcopyd client";
+		goto free_merge;
+	}
 
 	r = dmrb_snapshot_ctr(ti, argc, argv, m);
 	if (r)
-		goto bad_snapshot;
+		goto destroy_kcopyd;
 	m->snap = ti->private;
 
 	down_read(&dmrb_origins_lock);
@@ -442,7 +511,9 @@ static int merge_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 
 destroy_snapshot:
 	dmrb_snapshot_dtr(ti);
-bad_snapshot:
+destroy_kcopyd:
+	dm_kcopyd_client_destroy(m->kc);
+free_merge:
 	kfree(m);
 	return r;
 }
@@ -464,6 +535,7 @@ static void merge_dtr(struct dm_target *ti)
 	if (m->suspending)
 		merge_set_suspending(s, false);
 	dmrb_snapshot_dtr(ti);
+	dm_kcopyd_client_destroy(m->kc);
 	kfree(m);
 }
 
@@ -677,12 +749,12 @@ static int merge_message(struct dm_target *ti, unsigned int argc, char **argv,
 
 struct target_type dmrb_merge_target = {
 	.name = "rollback-merge",
-	.version = {1, 5, 1},
+	.version = {1, 6, 0},
 	.module = THIS_MODULE,
 	.ctr = merge_ctr,
 	.dtr = merge_dtr,
 	.map = merge_map,
-	.end_io = dmrb_snapshot_end_io,
+	.end_io = merge_end_io,
 	.preresume = merge_preresume,
 	.resume = merge_resume,
 	.presuspend = merge_presuspend,

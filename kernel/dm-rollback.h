@@ -261,10 +261,17 @@ struct dmrb_merge {
 	struct bio_list waiting;	/* bios to the chunks of the batch */
 	unsigned int throttle_kbs;	/* 0: unlimited; read without the lock */
 
+	/* Its own: the origin's copies for other snapshots never queue behind it. */
+	struct dm_kcopyd_client *kc;
+	/* The device's own I/O, without the lock: see merge_busy(). */
+	atomic_t foreground;	/* bios mapped and not ended */
+	u64 foreground_ns;	/* the last one mapped or ended */
+
 	/* The worker's only. */
 	u64 last_start_ns;	/* the last batch began, of last_kib */
 	u64 last_kib;
-	atomic_t copies;
+	atomic_t copies;	/* in flight, plus one while the batch starts them */
+	wait_queue_head_t copy_end;
 	int copy_error;
 	struct completion copied;
 };

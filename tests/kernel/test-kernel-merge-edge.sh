@@ -188,6 +188,7 @@ case_busy() {
 # cleanup: removes what a case left; fails if that hangs (a deadlock).
 cleanup() {
         local pid i=0
+        echo "$quiet_default" > /sys/module/dm_rollback/parameters/merge_quiet_us
         dmsetup remove_all 2>/dev/null &
         pid=$!
         while kill -0 $pid 2>/dev/null; do
@@ -300,8 +301,51 @@ case_undo() {
         remove_all
 }
 
+case_steady() {
+        step "steady: under reads that never pause, the merge keeps one copy in flight, and ends"
+        must rbio fill /dev/vda 90
+        zero_cow /dev/vdb
+        make_origin rollback o /dev/vda
+        size=$(sectors /dev/mapper/o-real)
+        make_snapshot rollback o s1 /dev/vdb 8 || fail "create s1"
+        cp /dev/vda /tmp/model-s1
+        # 400 single chunks: no run to copy at once.
+        must rbio write /dev/mapper/o --seed 91 --count 400 --direct
+        must dmsetup remove s1
+        # Every COW read and write takes 20 ms: one copy at a time is slow.
+        must dmsetup create cowd --table "0 $(sectors /dev/vdb) delay /dev/vdb 0 20"
+        must dmsetup suspend o
+        must load_merge /dev/mapper/cowd
+        initial=$(merge_left --inactive o) || fail "no merge loaded"
+        # A gap between two reads is busy too, even where the host holds
+        # the reader's virtual CPU up for a while.
+        echo 100000 > /sys/module/dm_rollback/parameters/merge_quiet_us
+        rbio readlat /dev/mapper/o --seed 92 --count 1000000 --direct > /dev/null &
+        reader=$!
+        sleep 1
+        must dmsetup resume o
+        sleep 2
+        left=$(merge_left o) || fail "no merge on o: $(snapshot_status o)"
+        i=0
+        until [ "$(merge_left o)" = 0 ]; do
+                i=$((i + 1))
+                [ $i -lt 600 ] || break
+                sleep 0.2
+        done
+        done_busy=$(merge_left o)
+        kill $reader
+        wait $reader
+        echo "of $initial sectors, $left left after 2 s, $done_busy once the reader stopped"
+        # Idle, 16 copies in flight take 400 chunks in about 25 x 20 ms.
+        [ "$left" -gt $((initial / 2)) ] || fail "the merge did not back off for the reads: $left of $initial left after 2 s"
+        [ "$done_busy" = 0 ] || fail "the merge did not end while the reads went on: $done_busy of $initial left"
+        must rbio cmp /dev/mapper/o /tmp/model-s1
+        remove_all
+}
+
+quiet_default=$(cat /sys/module/dm_rollback/parameters/merge_quiet_us)
 failed=
-for c in ${*:-stale invalid invalidcow retry busy foreign shrunk undo}; do
+for c in ${*:-stale invalid invalidcow retry busy foreign shrunk undo steady}; do
         ( "case_$c" ) || failed="$failed $c"
         cleanup
 done

@@ -805,6 +805,29 @@ void dmrb_start_copy(struct dmrb_origin *o, struct dmrb_pending *chain)
 	dm_kcopyd_copy(o->kc, &src, n, dests, 0, copy_done, chain);
 }
 
+static void full_write_done(struct bio *bio)
+{
+	dm_kcopyd_do_callback(bio->bi_private, 0, bio->bi_status ? 1 : 0);
+}
+
+/*
+ * A snapshot write of a whole chunk that no copy holds yet is that chunk's
+ * copy, with no origin read: it goes to the COW (bio is remapped there) and
+ * ends once committed, as a copy's snapshot writes do.  Its completion
+ * runs copy_done() on kcopyd's thread, as a copy's does.
+ */
+void dmrb_start_full_write(struct dmrb_origin *o, struct dmrb_pending *pe, struct bio *bio)
+{
+	void *job = dm_kcopyd_prepare_callback(o->kc, copy_done, pe);
+
+	pe->full_bio = bio;
+	pe->full_bio_end_io = bio->bi_end_io;
+	bio->bi_end_io = full_write_done;
+	bio->bi_private = job;
+	copy_started(o);
+	submit_bio_noacct(bio);
+}
+
 /*
  * Groups new pending exceptions that copy the same origin range, up to
  * the number of destinations one copy job takes, and starts the copies.
@@ -1107,6 +1130,14 @@ static void commit_end(struct dmrb_commit_ctx *c, struct bio_list *origin_bios)
 			} else {
 				bio_io_error(bio);
 			}
+		}
+		bio = pe->full_bio;
+		if (bio) {
+			bio->bi_end_io = pe->full_bio_end_io;
+			if (ok)
+				bio_endio(bio);
+			else
+				bio_io_error(bio);
 		}
 
 		list_del(&pe->queue);

@@ -286,7 +286,8 @@ int dmrb_snapshot_map_bio(struct dmrb_snapshot *s, struct bio *bio, bool may_wai
 	struct dm_target *ti = s->ti;
 	struct dmrb_tracked *t = dm_per_bio_data(bio, sizeof(*t));
 	struct dmrb_exception *e;
-	struct dmrb_pending *pe = NULL, *copying, *spare = NULL;
+	struct dmrb_pending *pe = NULL, *copying, *spare = NULL, *full = NULL;
+	sector_t offset;
 	dmrb_chunk_t chunk;
 	unsigned int seq;
 	int r = DM_MAPIO_REMAPPED;
@@ -298,7 +299,8 @@ int dmrb_snapshot_map_bio(struct dmrb_snapshot *s, struct bio *bio, bool may_wai
 		return DM_MAPIO_REMAPPED;
 	}
 
-	chunk = dm_target_offset(ti, bio->bi_iter.bi_sector) >> s->store.chunk_shift;
+	offset = dm_target_offset(ti, bio->bi_iter.bi_sector);
+	chunk = offset >> s->store.chunk_shift;
 
 again:
 	mutex_lock(&s->lock);
@@ -346,7 +348,15 @@ again:
 				goto out_unlock;
 			}
 			spare = NULL;
-			bio_list_add(&pe->snap_bios, bio);
+			if (bio_op(bio) == REQ_OP_WRITE &&
+			    bio_sectors(bio) == s->store.chunk_sectors &&
+			    !(offset & (s->store.chunk_sectors - 1))) {
+				dmrb_remap_to_cow(s, bio, pe->e.new_chunk);
+				full = pe;
+				pe = NULL;
+			} else {
+				bio_list_add(&pe->snap_bios, bio);
+			}
 		}
 		r = DM_MAPIO_SUBMITTED;
 		goto out_unlock;
@@ -374,6 +384,8 @@ out_unlock:
 		dmrb_free_pending(spare);
 	if (pe)
 		dmrb_start_copy(s->origin, pe);
+	if (full)
+		dmrb_start_full_write(s->origin, full, bio);
 	return r;
 }
 
@@ -644,7 +656,7 @@ static int origin_iterate_devices(struct dm_target *ti,
 
 struct target_type dmrb_origin_target = {
 	.name = "rollback-origin",
-	.version = {1, 5, 0},
+	.version = {1, 6, 0},
 	.module = THIS_MODULE,
 	.ctr = origin_ctr,
 	.dtr = origin_dtr,
@@ -663,7 +675,7 @@ static int snap_map(struct dm_target *ti, struct bio *bio)
 
 struct target_type dmrb_snapshot_target = {
 	.name = "rollback-snap",
-	.version = {1, 5, 0},
+	.version = {1, 6, 0},
 	.module = THIS_MODULE,
 	.ctr = snap_ctr,
 	.dtr = dmrb_snapshot_dtr,

@@ -286,6 +286,9 @@ struct dmrb_pending {
 	struct dmrb_pending *next_copy;	/* other COWs filled by the same read */
 	struct bio_list origin_bios;
 	struct bio_list snap_bios;
+	/* A snapshot write of the whole chunk, which is the copy: see dmrb_start_full_write(). */
+	struct bio *full_bio;
+	bio_end_io_t *full_bio_end_io;
 	bool copied;
 	int error;
 };
@@ -325,6 +328,7 @@ void dmrb_origin_suspending(dev_t dev, bool suspending);
 bool dmrb_copy_room(struct dmrb_origin *o, unsigned int *seq);
 void dmrb_wait_for_copies(unsigned int seq);
 void dmrb_start_copy(struct dmrb_origin *o, struct dmrb_pending *chain);
+void dmrb_start_full_write(struct dmrb_origin *o, struct dmrb_pending *pe, struct bio *bio);
 int dmrb_origin_write(struct dmrb_origin *o, sector_t sector,
 		      unsigned int count, struct bio *bio);
 void dmrb_remap_to_cow(struct dmrb_snapshot *s, struct bio *bio,

@@ -699,7 +699,10 @@ static void commit_end(struct dmrb_commit_ctx *c, struct bio_list *origin_bios);
  * Marks the copy done and hands its snapshots to the origin's commit_work.
  * Each snapshot is queued under its lock, where the copy is marked: a
  * commit that took it off the queue before sees the copy when it takes
- * the lock.  A reference keeps it until its lock is dropped here.
+ * the lock.  Being queued holds a reference, which the commit that takes
+ * it off releases: that commit may find nothing left to commit, an
+ * earlier one having taken the copy along.  Another reference keeps it
+ * until its lock is dropped here.
  */
 static void copy_done(int read_err, unsigned long write_err, void *context)
 {
@@ -718,8 +721,10 @@ static void copy_done(int read_err, unsigned long write_err, void *context)
 			pe->error = -EIO;
 		pe->copied = true;
 		spin_lock(&o->commit_lock);
-		if (list_empty(&s->commit_node))
+		if (list_empty(&s->commit_node)) {
+			atomic_inc(&s->pending_count);
 			list_add_tail(&s->commit_node, &o->commit_snapshots);
+		}
 		spin_unlock(&o->commit_lock);
 		mutex_unlock(&s->lock);
 		release_pending(s, 1);
@@ -761,10 +766,10 @@ static void commit_work_fn(struct work_struct *work)
 	bio_list_init(&origin_bios);
 	list_for_each_entry(s, &group, commit_group)
 		commit_end(&s->commit_ctx, &origin_bios);
-	/* s may be freed once released. */
+	/* s may be freed once released: its exceptions, and its place in the queue. */
 	list_for_each_entry_safe(s, tmp, &group, commit_group) {
 		list_del(&s->commit_group);
-		release_pending(s, s->commit_ctx.committed);
+		release_pending(s, s->commit_ctx.committed + 1);
 	}
 
 	/*

@@ -73,6 +73,8 @@ static int merge_map_bio(struct dmrb_merge *m, struct bio *bio)
 			mutex_unlock(&s->lock);
 			return DM_MAPIO_REMAPPED;
 		}
+		/* Waiting for the batch, it must not make the batch go slower. */
+		atomic_dec(&m->foreground);
 		bio_list_add(&m->waiting, bio);
 		mutex_unlock(&s->lock);
 		return DM_MAPIO_SUBMITTED;
@@ -231,11 +233,13 @@ static int merge_copy_batch(struct dmrb_merge *m, unsigned int n)
 	atomic_set(&m->copies, 1);
 	for (i = 0; i < n; i += run) {
 		struct dm_io_region src, dest;
+		/* kcopyd splits a long run into sub-jobs in flight together. */
+		unsigned int max_run = merge_busy(m, ktime_get_ns()) ? 1 : n;
 
 		run = 1;
 		if (b[i].old_chunk == ~0ULL)
 			continue;
-		while (i + run < n && b[i + run].old_chunk != ~0ULL &&
+		while (i + run < n && run < max_run && b[i + run].old_chunk != ~0ULL &&
 		       b[i + run].old_chunk + run == b[i].old_chunk &&
 		       b[i + run].new_chunk + run == b[i].new_chunk)
 			run++;
@@ -404,9 +408,11 @@ static void merge_work_fn(struct work_struct *work)
 		bio_list_init(&m->waiting);
 		mutex_unlock(&s->lock);
 
-		while ((bio = bio_list_pop(&waiting)))
+		while ((bio = bio_list_pop(&waiting))) {
+			atomic_inc(&m->foreground);
 			if (merge_map_bio(m, bio) == DM_MAPIO_REMAPPED)
 				submit_bio_noacct(bio);
+		}
 
 		if (r) {
 			DMERR("%s: merge failed: %d", s->cow_dev->name, r);
@@ -749,7 +755,7 @@ static int merge_message(struct dm_target *ti, unsigned int argc, char **argv,
 
 struct target_type dmrb_merge_target = {
 	.name = "rollback-merge",
-	.version = {1, 6, 0},
+	.version = {1, 6, 1},
 	.module = THIS_MODULE,
 	.ctr = merge_ctr,
 	.dtr = merge_dtr,

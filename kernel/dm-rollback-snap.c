@@ -656,7 +656,7 @@ static int origin_iterate_devices(struct dm_target *ti,
 
 struct target_type dmrb_origin_target = {
 	.name = "rollback-origin",
-	.version = {1, 6, 0},
+	.version = {1, 6, 1},
 	.module = THIS_MODULE,
 	.ctr = origin_ctr,
 	.dtr = origin_dtr,
@@ -675,7 +675,7 @@ static int snap_map(struct dm_target *ti, struct bio *bio)
 
 struct target_type dmrb_snapshot_target = {
 	.name = "rollback-snap",
-	.version = {1, 6, 0},
+	.version = {1, 6, 1},
 	.module = THIS_MODULE,
 	.ctr = snap_ctr,
 	.dtr = dmrb_snapshot_dtr,

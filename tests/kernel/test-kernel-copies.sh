@@ -3,9 +3,11 @@
 # burst of buffered writeback into an origin with two snapshots, and writes
 # into a snapshot at the same time, wait for room instead of starting a copy
 # per dirty chunk at once.  The bound holds, the burst reaches it, every device
-# ends equal to its model, and a limit of 1 still makes progress.
+# ends equal to its model, and a limit of 1 still makes progress.  Then a
+# third snapshot goes, again and again, while copies into it are in flight.
 #
-# Disks: vda origin (64M), vdb s1's COW (96M), vdc s2's COW (96M).
+# Disks: vda origin (64M), vdb s1's COW (96M), vdc s2's COW (96M), vdd s3's
+# COW (32M).
 . ./lib.sh
 
 params=/sys/module/dm_rollback/parameters
@@ -57,6 +59,21 @@ must rbio cmp /dev/mapper/s1 /tmp/model-s1
 must rbio cmp /dev/mapper/s2 /tmp/model-s2
 
 echo 2048 > $params/copy_limit
+
+step "a third snapshot removed, 20 times, while the origin's copies into it go on"
+# Its commits may still be queued when it goes; s1 and s2 stay.
+for r in $(seq 20); do
+        zero_cow /dev/vdd
+        make_snapshot rollback o s3 /dev/vdd 8 || fail "create s3 ($r)"
+        rbio write /dev/mapper/o /tmp/model-o --seed $((60 + r)) --count 200 --threads 8 --direct > /dev/null &
+        writer=$!
+        sleep 0.$((r % 5))
+        must dmsetup remove s3
+        wait $writer || fail "the writes while s3 went ($r)"
+done
+must rbio cmp /dev/mapper/o /tmp/model-o
+must rbio cmp /dev/mapper/s1 /tmp/model-s1
+must rbio cmp /dev/mapper/s2 /tmp/model-s2
 no_splat "bounded copies"
 remove_all
 must rbio cmp /dev/vda /tmp/model-o

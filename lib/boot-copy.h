@@ -85,16 +85,16 @@ int boot_copy_put_back_replaced(const char *volume, const char *digest);
  * is root, the running kernel is hard-linked into /boot/rollback/NAME
  * (dpkg replaces a kernel by renaming, so the link keeps it) and its
  * initramfs copied there (dracut rewrites one in place), beside its
- * release, the uuid of its pool and the entry's title (1); 0 when volume
+ * release, the uuid of its pool p and the entry's title (1); 0 when volume
  * is not root or the running kernel's files are not in /boot.
  */
-int boot_entry_keep(const char *volume, const char *name, const char *description, const char *pool_uuid);
+struct pool;
+int boot_entry_keep(const struct pool *p, const char *volume, const char *name, const char *description);
 /* The snapshot's entry goes (its kernel files, once nothing else links them). */
 void boot_entry_forget(const char *name);
 /* A snapshot left the pool (deleted, merged): its entry goes, and GRUB's menu is made again. */
 void boot_entry_drop(const char *name);
 /* The entries of the pool's snapshots no longer active in it go: how many went. */
-struct pool;
 unsigned boot_entries_prune(struct pool *p);
 /* Whether /boot/rollback/name holds a kernel and an initramfs; *ret_release: the kernel's release. */
 bool boot_entry_exists(const char *name, char **ret_release);

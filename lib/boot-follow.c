@@ -402,10 +402,11 @@ static int entry_title(const char *name, const char *description, const char *re
         return 0;
 }
 
-int boot_entry_keep(const char *volume, const char *name, const char *description, const char *pool_uuid) {
+int boot_entry_keep(const struct pool *p, const char *volume, const char *name, const char *description) {
         _cleanup_free_ char *mnt = NULL, *boot = NULL, *kernel = NULL, *initrd = NULL, *dir = NULL,
                             *release = NULL, *title = NULL, *title_path = NULL, *initrd_copy = NULL,
                             *pool = NULL;
+        char uuid[POOL_UUID_STRING_MAX];
         struct utsname u;
         int r;
 
@@ -432,8 +433,9 @@ int boot_entry_keep(const char *volume, const char *name, const char *descriptio
                 r = boot_file_copy(initrd, initrd_copy);
         if (r >= 0 && (r = entry_path(name, "release", &release)) >= 0)
                 r = boot_write_text(release, u.release, strlen(u.release));
+        pool_uuid_to_string(p->geo.uuid, uuid);
         if (r >= 0 && (r = entry_path(name, "pool", &pool)) >= 0)
-                r = boot_write_text(pool, pool_uuid, strlen(pool_uuid));
+                r = boot_write_text(pool, uuid, strlen(uuid));
         /* Last: /etc/grub.d/42_rollback offers a directory with a title, so a half-made one is never offered. */
         if (r >= 0 && (r = entry_title(name, description, u.release, &title)) >= 0 && (r = entry_path(name, "title", &title_path)) >= 0)
                 r = boot_write_text(title_path, title, strlen(title));

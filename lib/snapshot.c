@@ -258,13 +258,8 @@ int rb_snapshot_create(struct pool *p, const char *volume, const struct rb_creat
          * small COW would otherwise take a copy of the initramfs while the
          * daemon that grows it is busy right here.
          */
-        if (r >= 0) {
-                char uuid[POOL_UUID_STRING_MAX];
-
-                pool_uuid_to_string(p->geo.uuid, uuid);
-                if (boot_entry_keep(volume, name, c->description, uuid) > 0)
-                        entry = strdup(name);
-        }
+        if (r >= 0 && boot_entry_keep(p, volume, name, c->description) > 0)
+                entry = strdup(name);
         if (r >= 0)
                 r = create_record(p, volume, c, TAKE_PTR(name), &t, &s);
         if (r < 0) {
